@@ -1,0 +1,40 @@
+# toolhost tasks. `just test` is what CI runs (via .ci/run).
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+guests := "guest-tools/target/wasm32-wasip2/release"
+
+# List the recipes.
+default:
+    @just --list
+
+# Add the wasm32-wasip2 target when it is missing.
+setup:
+    @rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+    @mkdir -p .toolhost/workspace
+
+# Build every guest tool component (release, wasm32-wasip2).
+build-guests: setup
+    cd guest-tools && cargo build --target wasm32-wasip2 --release --quiet
+
+# Build the host.
+build: build-guests
+    cargo build --quiet
+
+# Build guests, then run every test (unit and integration).
+test: build-guests
+    cargo test --workspace -- --test-threads 4
+
+# Formatting and clippy, host and guests.
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    cd guest-tools && cargo fmt --all --check && cargo clippy --target wasm32-wasip2 --release -- -D warnings
+
+# A few real calls and a few hostile ones, as a table.
+demo: build
+    bash tests/demo.sh
+
+# Print the example tools' definitions.
+tools: build
+    cargo run --quiet -- tools

@@ -1,0 +1,25 @@
+//! toolhost: runs AI-agent tools as WebAssembly components in a wasmtime sandbox and puts every
+//! model-proposed call through one bounded pipeline.
+//!
+//! A call is a *proposal*: the host resolves the tool, checks the arguments against the tool's
+//! WIT types, runs it in a fresh instance under fuel, an epoch deadline, an async timeout, a
+//! memory and table ceiling, an output ceiling and the tool's capability grant, and returns one
+//! [`ToolResult`] whose message is safe to show a model.
+//!
+//! # Layout
+//!
+//! - [`contract`]: `ToolCall`, `ToolResult`, status and codes — the vocabulary.
+//! - [`registry`]: config + components → tools; WIT → JSON Schema; JSON ↔ component values.
+//! - [`sandbox`]: engine, limits, WASI context from a grant, network policy, executor.
+//! - [`runtime`]: the pipeline over the registry and the sandbox.
+
+pub mod contract;
+pub mod registry;
+pub mod runtime;
+pub mod sandbox;
+
+pub use contract::{Code, Status, ToolCall, ToolResult, Usage};
+pub use registry::config::{Config, Risk, ToolName};
+pub use registry::{Registry, RegistryError, Tool, ToolDefinition};
+pub use runtime::{Diagnostics, Runtime};
+pub use sandbox::{EpochMode, Grant, Limits, Sandbox};

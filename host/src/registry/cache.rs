@@ -1,0 +1,70 @@
+//! Compiled components cached on disk, keyed by the component's SHA-256 and the engine's
+//! compatibility hash, so a restart deserializes (well under a millisecond) instead of
+//! compiling (hundreds of milliseconds).
+//!
+//! The cache lives in the host's own data directory. Deserializing runs native code the host
+//! compiled earlier; whoever can write that directory can run code as the host, exactly as
+//! whoever can replace the host binary can. Keep it owned by the operator.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::Engine;
+
+/// How a component was obtained, for tests and diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Compiled,
+    Cached,
+}
+
+/// The cache file name for these component bytes under this engine.
+pub fn cache_key(engine: &Engine, bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    format!("{}-{:016x}", hex::encode(digest), h.finish())
+}
+
+/// Compile `bytes`, or load the compiled form from `dir` when present. A cache that cannot be
+/// read or written is not an error: the component is compiled and the failure ignored.
+pub fn load_component(
+    engine: &Engine,
+    bytes: &[u8],
+    dir: Option<&Path>,
+) -> wasmtime::Result<(Component, Origin)> {
+    let path = dir.map(|d| d.join(format!("{}.cwasm", cache_key(engine, bytes))));
+    if let Some(p) = &path {
+        if p.is_file() {
+            if let Ok(c) = deserialize(engine, p) {
+                return Ok((c, Origin::Cached));
+            }
+        }
+    }
+    let component = Component::new(engine, bytes)?;
+    if let (Some(p), Some(d)) = (&path, dir) {
+        let _ = store(&component, d, p);
+    }
+    Ok((component, Origin::Compiled))
+}
+
+#[allow(unsafe_code)]
+fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
+    // SAFETY: the file was written by `store` below, from `Component::serialize` of an engine
+    // with the same compatibility hash (part of the file name); wasmtime checks the header
+    // again. The directory is the host's own data directory (see the module docs).
+    unsafe { Component::deserialize_file(engine, path) }
+}
+
+fn store(component: &Component, dir: &Path, path: &PathBuf) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let bytes = component
+        .serialize()
+        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+    // Write then rename, so a concurrent reader never sees half a file.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}

@@ -1,0 +1,255 @@
+//! `toolhost.toml`: which components, which capabilities, which limits.
+//!
+//! Parsing is strict (`deny_unknown_fields`), names and addresses are validated newtypes whose
+//! errors say how to fix the value, and every default is the safe one: no filesystem, no network,
+//! no name lookup.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::registry::RegistryError;
+use crate::sandbox::{HostPort, Limits, LimitsOverride};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where the host keeps its own state (compile cache, later the ledger), relative to the
+    /// config file. Default `.toolhost`.
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    /// Limits every tool gets unless it overrides them.
+    #[serde(default)]
+    pub limits: LimitsOverride,
+    /// The components to load.
+    #[serde(default, rename = "component")]
+    pub components: Vec<ComponentConfig>,
+    /// The directory relative paths are resolved against (the config file's directory).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// One component and the tools it exports.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentConfig {
+    /// Path to the `.wasm` component, relative to the config file.
+    pub path: PathBuf,
+    /// Default risk of this component's tools.
+    #[serde(default)]
+    pub risk: Option<Risk>,
+    /// Limits for this component's tools, over the file-wide defaults.
+    #[serde(default)]
+    pub limits: LimitsOverride,
+    /// Filesystem grants for this component's tools (none by default).
+    #[serde(default)]
+    pub fs: Vec<FsGrant>,
+    /// Network grant for this component's tools (none by default).
+    #[serde(default)]
+    pub network: Option<NetworkGrant>,
+    /// Per exported function (by its WIT name): the model-facing name and overrides.
+    #[serde(default)]
+    pub tools: std::collections::BTreeMap<String, ToolConfig>,
+}
+
+/// Overrides for one exported function.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// The name the model sees (default: the WIT name with `-` turned into `_`).
+    #[serde(default)]
+    pub name: Option<ToolName>,
+    #[serde(default)]
+    pub risk: Option<Risk>,
+    #[serde(default)]
+    pub limits: LimitsOverride,
+    /// Replaces the component's filesystem grants for this tool.
+    #[serde(default)]
+    pub fs: Option<Vec<FsGrant>>,
+    /// Replaces the component's network grant for this tool.
+    #[serde(default)]
+    pub network: Option<NetworkGrant>,
+}
+
+/// How much harm a tool can do; drives approval defaults and client hints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    /// Reads only; no effect outside the call.
+    #[default]
+    Read,
+    /// Changes state the operator granted (e.g. writes files).
+    Write,
+    /// Talks to the outside world.
+    External,
+    /// Can destroy data.
+    Destructive,
+}
+
+/// A directory on the host made visible to the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsGrant {
+    /// Host directory, relative to the config file.
+    pub host: PathBuf,
+    /// Absolute path the guest sees, e.g. `/workspace`.
+    pub guest: GuestPath,
+    /// `ro` (default) or `rw`.
+    #[serde(default)]
+    pub mode: FsMode,
+}
+
+/// Whether a preopened directory may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum FsMode {
+    #[default]
+    #[serde(rename = "ro")]
+    ReadOnly,
+    #[serde(rename = "rw")]
+    ReadWrite,
+}
+
+/// Outgoing network access: raw TCP and `wasi:http` alike, only to these `host:port` entries.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkGrant {
+    /// `host:port` entries the tool may reach (IPv6 as `[::1]:80`).
+    #[serde(default)]
+    pub allow: Vec<HostPort>,
+    /// Whether the guest may resolve names itself (`wasi:sockets/ip-name-lookup`). Default false.
+    #[serde(default)]
+    pub dns: bool,
+}
+
+/// A model-facing tool name: 1–64 of `A-Z a-z 0-9 _ -`, valid for MCP and OpenAI alike.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ToolName(String);
+
+/// The longest tool name OpenAI-style function calling accepts.
+pub const MAX_TOOL_NAME_LEN: usize = 64;
+
+impl TryFrom<String> for ToolName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        if s.is_empty() || s.len() > MAX_TOOL_NAME_LEN {
+            return Err(format!(
+                "tool name {s:?} must be 1 to {MAX_TOOL_NAME_LEN} characters long"
+            ));
+        }
+        if let Some(c) = s
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+        {
+            return Err(format!(
+                "tool name {s:?} contains {c:?}; use only letters, digits, '_' and '-'"
+            ));
+        }
+        Ok(ToolName(s))
+    }
+}
+
+impl From<ToolName> for String {
+    fn from(n: ToolName) -> String {
+        n.0
+    }
+}
+
+impl ToolName {
+    /// The default model-facing name of an exported function: kebab-case turned to snake_case.
+    pub fn from_export(export: &str) -> Result<Self, String> {
+        ToolName::try_from(export.replace('-', "_"))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ToolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An absolute guest path without `.`/`..` components, e.g. `/workspace`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct GuestPath(String);
+
+impl TryFrom<String> for GuestPath {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let ok = s.starts_with('/')
+            && s.len() > 1
+            && !s.ends_with('/')
+            && s[1..]
+                .split('/')
+                .all(|part| !part.is_empty() && part != "." && part != "..");
+        if ok {
+            Ok(GuestPath(s))
+        } else {
+            Err(format!(
+                "guest path {s:?} must be absolute, like \"/workspace\", without '.', '..', \
+                 empty parts or a trailing '/'"
+            ))
+        }
+    }
+}
+
+impl GuestPath {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The default data directory, relative to the config file.
+pub const DEFAULT_DATA_DIR: &str = ".toolhost";
+
+impl Config {
+    /// Read and parse a config file; relative paths in it resolve against its directory.
+    pub fn load(path: &Path) -> Result<Config, RegistryError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::ConfigRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Config::parse(&text, base).map_err(|message| RegistryError::Config {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parse config text; `base_dir` is where relative paths resolve.
+    pub fn parse(text: &str, base_dir: &Path) -> Result<Config, String> {
+        let mut config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.base_dir = base_dir.to_path_buf();
+        config.limits.validate("limits")?;
+        for (i, c) in config.components.iter().enumerate() {
+            c.limits.validate(&format!("component[{i}].limits"))?;
+            for (export, t) in &c.tools {
+                t.limits
+                    .validate(&format!("component[{i}].tools.{export}.limits"))?;
+            }
+        }
+        Ok(config)
+    }
+
+    /// The data directory, resolved.
+    pub fn data_dir(&self) -> PathBuf {
+        self.base_dir.join(
+            self.data_dir
+                .as_deref()
+                .unwrap_or(Path::new(DEFAULT_DATA_DIR)),
+        )
+    }
+
+    /// The file-wide default limits.
+    pub fn default_limits(&self) -> Limits {
+        Limits::default().with(&self.limits)
+    }
+}

@@ -1,0 +1,371 @@
+//! JSON ↔ component values, strictly: no silent coercion, no lossy integers, every range
+//! checked. The shapes are the ones [`super::schema`] advertises.
+//!
+//! | WIT | JSON |
+//! |---|---|
+//! | integers | integer numbers in range (`1.0` is an integer, `1.5` is not) |
+//! | floats | numbers (NaN and infinities cannot be returned: JSON has none) |
+//! | `char` | a string of exactly one Unicode scalar |
+//! | `list<T>`, `tuple<..>` | arrays (tuples of exactly their length) |
+//! | `record` | an object with exactly the record's fields |
+//! | `variant` | `"case"` without a payload, `{"case": payload}` with one |
+//! | `enum` | `"case"` |
+//! | `option<T>` | `null` or `T` |
+//! | `result<T, E>` | `{"ok": T}` or `{"err": E}` (`null` for a missing payload) |
+//! | `flags` | an array of distinct flag names |
+
+use serde_json::{Map, Number, Value};
+use wasmtime::component::types::Type;
+use wasmtime::component::Val;
+
+/// Why a JSON value does not fit a WIT type. `at` is a JSON path; the message is model-safe.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: {expected}")]
+pub struct Mismatch {
+    pub at: String,
+    pub expected: String,
+}
+
+fn mismatch(at: &str, expected: impl Into<String>) -> Mismatch {
+    Mismatch {
+        at: at.to_string(),
+        expected: expected.into(),
+    }
+}
+
+/// Largest integer magnitude a JSON float carries exactly.
+const MAX_SAFE_FLOAT_INT: f64 = 9_007_199_254_740_992.0;
+
+fn integer(v: &Value, at: &str, min: i128, max: i128) -> Result<i128, Mismatch> {
+    let expected = || format!("expected an integer from {min} to {max}");
+    let Value::Number(n) = v else {
+        return Err(mismatch(at, expected()));
+    };
+    let i = if let Some(i) = n.as_i64() {
+        i128::from(i)
+    } else if let Some(u) = n.as_u64() {
+        i128::from(u)
+    } else {
+        let f = n.as_f64().ok_or_else(|| mismatch(at, expected()))?;
+        if f.fract() != 0.0 || f.abs() > MAX_SAFE_FLOAT_INT {
+            return Err(mismatch(at, expected()));
+        }
+        f as i128
+    };
+    if i < min || i > max {
+        return Err(mismatch(at, expected()));
+    }
+    Ok(i)
+}
+
+/// Convert a JSON value to a component value of type `ty`.
+pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
+    Ok(match ty {
+        Type::Bool => Val::Bool(
+            v.as_bool()
+                .ok_or_else(|| mismatch(at, "expected true or false"))?,
+        ),
+        Type::S8 => Val::S8(integer(v, at, i8::MIN.into(), i8::MAX.into())? as i8),
+        Type::U8 => Val::U8(integer(v, at, 0, u8::MAX.into())? as u8),
+        Type::S16 => Val::S16(integer(v, at, i16::MIN.into(), i16::MAX.into())? as i16),
+        Type::U16 => Val::U16(integer(v, at, 0, u16::MAX.into())? as u16),
+        Type::S32 => Val::S32(integer(v, at, i32::MIN.into(), i32::MAX.into())? as i32),
+        Type::U32 => Val::U32(integer(v, at, 0, u32::MAX.into())? as u32),
+        Type::S64 => Val::S64(integer(v, at, i64::MIN.into(), i64::MAX.into())? as i64),
+        Type::U64 => Val::U64(integer(v, at, 0, u64::MAX.into())? as u64),
+        Type::Float32 => {
+            let f = v
+                .as_f64()
+                .ok_or_else(|| mismatch(at, "expected a number"))?;
+            if f.abs() > f64::from(f32::MAX) {
+                return Err(mismatch(
+                    at,
+                    "expected a number within the 32-bit float range",
+                ));
+            }
+            Val::Float32(f as f32)
+        }
+        Type::Float64 => Val::Float64(
+            v.as_f64()
+                .ok_or_else(|| mismatch(at, "expected a number"))?,
+        ),
+        Type::Char => {
+            let s = v
+                .as_str()
+                .ok_or_else(|| mismatch(at, "expected a one-character string"))?;
+            let mut chars = s.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => Val::Char(c),
+                _ => return Err(mismatch(at, "expected a one-character string")),
+            }
+        }
+        Type::String => Val::String(
+            v.as_str()
+                .ok_or_else(|| mismatch(at, "expected a string"))?
+                .to_string(),
+        ),
+        Type::List(l) => {
+            let items = v
+                .as_array()
+                .ok_or_else(|| mismatch(at, "expected an array"))?;
+            let ty = l.ty();
+            Val::List(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| to_val(&ty, x, &format!("{at}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            )
+        }
+        Type::FixedLengthList(l) => {
+            let items = v
+                .as_array()
+                .ok_or_else(|| mismatch(at, "expected an array"))?;
+            if items.len() != l.len() as usize {
+                return Err(mismatch(
+                    at,
+                    format!("expected an array of exactly {} items", l.len()),
+                ));
+            }
+            let ty = l.ty();
+            Val::FixedLengthList(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| to_val(&ty, x, &format!("{at}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            )
+        }
+        Type::Record(r) => {
+            let obj = v
+                .as_object()
+                .ok_or_else(|| mismatch(at, "expected an object"))?;
+            let mut fields = Vec::new();
+            for f in r.fields() {
+                let x = obj
+                    .get(f.name)
+                    .ok_or_else(|| mismatch(at, format!("missing field {:?}", f.name)))?;
+                fields.push((
+                    f.name.to_string(),
+                    to_val(&f.ty, x, &format!("{at}.{}", f.name))?,
+                ));
+            }
+            if let Some(extra) = obj
+                .keys()
+                .find(|k| !r.fields().any(|f| f.name == k.as_str()))
+            {
+                return Err(mismatch(at, format!("unexpected field {extra:?}")));
+            }
+            Val::Record(fields)
+        }
+        Type::Tuple(t) => {
+            let items = v
+                .as_array()
+                .ok_or_else(|| mismatch(at, "expected an array"))?;
+            if items.len() != t.types().len() {
+                return Err(mismatch(
+                    at,
+                    format!("expected an array of exactly {} items", t.types().len()),
+                ));
+            }
+            Val::Tuple(
+                t.types()
+                    .zip(items)
+                    .enumerate()
+                    .map(|(i, (ty, x))| to_val(&ty, x, &format!("{at}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            )
+        }
+        Type::Variant(var) => {
+            let names = || {
+                var.cases()
+                    .map(|c| format!("{:?}", c.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let (name, payload) = case_of(v).ok_or_else(|| {
+                mismatch(
+                    at,
+                    format!(
+                        "expected one of {} (as \"case\" or {{\"case\": value}})",
+                        names()
+                    ),
+                )
+            })?;
+            let case = var.cases().find(|c| c.name == name).ok_or_else(|| {
+                mismatch(
+                    at,
+                    format!("unknown case {name:?}; expected one of {}", names()),
+                )
+            })?;
+            match (&case.ty, payload) {
+                (None, None) => Val::Variant(name.to_string(), None),
+                (Some(ty), Some(p)) => Val::Variant(
+                    name.to_string(),
+                    Some(Box::new(to_val(ty, p, &format!("{at}.{name}"))?)),
+                ),
+                (None, Some(_)) => {
+                    return Err(mismatch(
+                        at,
+                        format!("case {name:?} takes no value; write \"{name}\""),
+                    ))
+                }
+                (Some(_), None) => {
+                    return Err(mismatch(
+                        at,
+                        format!("case {name:?} needs a value; write {{\"{name}\": value}}"),
+                    ))
+                }
+            }
+        }
+        Type::Enum(e) => {
+            let s = v.as_str();
+            match s.and_then(|s| e.names().find(|n| *n == s)) {
+                Some(n) => Val::Enum(n.to_string()),
+                None => {
+                    let names: Vec<String> = e.names().map(|n| format!("{n:?}")).collect();
+                    return Err(mismatch(
+                        at,
+                        format!("expected one of {}", names.join(", ")),
+                    ));
+                }
+            }
+        }
+        Type::Option(o) => match v {
+            Value::Null => Val::Option(None),
+            x => Val::Option(Some(Box::new(to_val(&o.ty(), x, at)?))),
+        },
+        Type::Result(r) => {
+            let obj = v
+                .as_object()
+                .filter(|o| o.len() == 1)
+                .ok_or_else(|| mismatch(at, "expected {\"ok\": value} or {\"err\": value}"))?;
+            let (k, x) = obj.iter().next().expect("one entry");
+            let payload = |ty: Option<Type>, key: &str| -> Result<Option<Box<Val>>, Mismatch> {
+                match ty {
+                    Some(ty) => Ok(Some(Box::new(to_val(&ty, x, &format!("{at}.{key}"))?))),
+                    None if x.is_null() => Ok(None),
+                    None => Err(mismatch(&format!("{at}.{key}"), "expected null")),
+                }
+            };
+            match k.as_str() {
+                "ok" => Val::Result(Ok(payload(r.ok(), "ok")?)),
+                "err" => Val::Result(Err(payload(r.err(), "err")?)),
+                _ => return Err(mismatch(at, "expected {\"ok\": value} or {\"err\": value}")),
+            }
+        }
+        Type::Flags(f) => {
+            let items = v
+                .as_array()
+                .ok_or_else(|| mismatch(at, "expected an array of flag names"))?;
+            let mut out: Vec<String> = Vec::new();
+            for (i, x) in items.iter().enumerate() {
+                let name = x
+                    .as_str()
+                    .and_then(|s| f.names().find(|n| *n == s))
+                    .ok_or_else(|| mismatch(&format!("{at}[{i}]"), "expected a flag name"))?;
+                if out.iter().any(|o| o == name) {
+                    return Err(mismatch(
+                        &format!("{at}[{i}]"),
+                        format!("flag {name:?} is repeated"),
+                    ));
+                }
+                out.push(name.to_string());
+            }
+            Val::Flags(out)
+        }
+        Type::Map(_)
+        | Type::Own(_)
+        | Type::Borrow(_)
+        | Type::Future(_)
+        | Type::Stream(_)
+        | Type::ErrorContext => return Err(mismatch(at, "this type cannot be passed as JSON")),
+    })
+}
+
+/// `"case"` or `{"case": payload}`.
+fn case_of(v: &Value) -> Option<(&str, Option<&Value>)> {
+    match v {
+        Value::String(s) => Some((s.as_str(), None)),
+        Value::Object(o) if o.len() == 1 => o.iter().next().map(|(k, x)| (k.as_str(), Some(x))),
+        _ => None,
+    }
+}
+
+/// Why a returned value cannot be shown as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: {why}")]
+pub struct Unrepresentable {
+    pub at: String,
+    pub why: &'static str,
+}
+
+fn float(f: f64, at: &str) -> Result<Value, Unrepresentable> {
+    Number::from_f64(f)
+        .map(Value::Number)
+        .ok_or(Unrepresentable {
+            at: at.to_string(),
+            why: "NaN and infinities have no JSON form",
+        })
+}
+
+/// Convert a component value back to JSON.
+pub fn to_json(v: &Val, at: &str) -> Result<Value, Unrepresentable> {
+    Ok(match v {
+        Val::Bool(b) => Value::Bool(*b),
+        Val::S8(i) => Value::from(*i),
+        Val::U8(i) => Value::from(*i),
+        Val::S16(i) => Value::from(*i),
+        Val::U16(i) => Value::from(*i),
+        Val::S32(i) => Value::from(*i),
+        Val::U32(i) => Value::from(*i),
+        Val::S64(i) => Value::from(*i),
+        Val::U64(i) => Value::from(*i),
+        Val::Float32(f) => float(f64::from(*f), at)?,
+        Val::Float64(f) => float(*f, at)?,
+        Val::Char(c) => Value::String(c.to_string()),
+        Val::String(s) => Value::String(s.clone()),
+        Val::List(items) | Val::Tuple(items) | Val::FixedLengthList(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| to_json(x, &format!("{at}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Val::Record(fields) => {
+            let mut m = Map::new();
+            for (k, x) in fields {
+                m.insert(k.clone(), to_json(x, &format!("{at}.{k}"))?);
+            }
+            Value::Object(m)
+        }
+        Val::Variant(name, None) | Val::Enum(name) => Value::String(name.clone()),
+        Val::Variant(name, Some(p)) => {
+            let mut m = Map::new();
+            m.insert(name.clone(), to_json(p, &format!("{at}.{name}"))?);
+            Value::Object(m)
+        }
+        Val::Option(None) => Value::Null,
+        Val::Option(Some(x)) => to_json(x, at)?,
+        Val::Result(r) => {
+            let (key, payload) = match r {
+                Ok(p) => ("ok", p),
+                Err(p) => ("err", p),
+            };
+            let inner = match payload {
+                Some(p) => to_json(p, &format!("{at}.{key}"))?,
+                None => Value::Null,
+            };
+            let mut m = Map::new();
+            m.insert(key.to_string(), inner);
+            Value::Object(m)
+        }
+        Val::Flags(names) => Value::Array(names.iter().cloned().map(Value::String).collect()),
+        Val::Map(_) | Val::Resource(_) | Val::Future(_) | Val::Stream(_) | Val::ErrorContext(_) => {
+            return Err(Unrepresentable {
+                at: at.to_string(),
+                why: "this type has no JSON form",
+            })
+        }
+    })
+}

@@ -1,0 +1,410 @@
+//! The registry: config + components → [`Tool`]s with derived schemas, limits and grants.
+//!
+//! Loading a component compiles it (or loads it from the on-disk cache), refuses any import the
+//! operator did not grant, derives each exported function's model-facing definition from its
+//! WIT types and embedded docs, and resolves its imports once (`InstancePre`) for fast calls.
+
+pub mod cache;
+pub mod config;
+pub mod convert;
+pub mod docs;
+mod imports;
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
+
+use crate::sandbox::{CallState, DirGrant, EngineSettings, Grant, Limits, Sandbox, SandboxError};
+use config::{ComponentConfig, Config, FsMode, Risk, ToolConfig, ToolName};
+
+pub use cache::Origin;
+
+/// Why a config or component could not be loaded. Messages name the file, key or import that is
+/// wrong and say how to fix it; they are for operators and tool authors, never for models.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot read config {path}: {source}")]
+    ConfigRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config {path}: {message}")]
+    Config { path: PathBuf, message: String },
+    #[error("cannot read component {path}: {source}")]
+    ComponentRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid WebAssembly component: {detail}")]
+    Compile { path: PathBuf, detail: String },
+    #[error("{path} imports `{import}`, which is not granted: {hint}")]
+    ImportNotGranted {
+        path: PathBuf,
+        import: String,
+        hint: &'static str,
+    },
+    #[error(
+        "{path}: the config names export `{export}`, but the component exports only: {available}"
+    )]
+    UnknownExport {
+        path: PathBuf,
+        export: String,
+        available: String,
+    },
+    #[error("{path}: function `{export}`: {source}")]
+    Unsupported {
+        path: PathBuf,
+        export: String,
+        source: schema::UnsupportedType,
+    },
+    #[error("{path}: function `{export}`: {message}; set `name` for it under [component.tools.{export}]")]
+    BadToolName {
+        path: PathBuf,
+        export: String,
+        message: String,
+    },
+    #[error(
+        "tool name `{name}` is used twice ({first} and {second}); give one of them another `name`"
+    )]
+    DuplicateName {
+        name: String,
+        first: String,
+        second: String,
+    },
+    #[error("{path}: filesystem grant {guest}: host directory {host} {problem}")]
+    Grant {
+        path: PathBuf,
+        guest: String,
+        host: PathBuf,
+        problem: String,
+    },
+    #[error("{path} exports no functions, so it provides no tools")]
+    NoTools { path: PathBuf },
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+/// One tool: a function exported by a component, with everything a call needs.
+pub struct Tool {
+    pub name: ToolName,
+    /// The WIT function name.
+    pub export: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub risk: Risk,
+    pub limits: Limits,
+    pub grant: Grant,
+    pub(crate) params: Vec<(String, Type)>,
+    pub(crate) result: Option<Type>,
+    pub(crate) func: ComponentExportIndex,
+    pub(crate) pre: Arc<InstancePre<CallState>>,
+}
+
+/// The model-facing definition of a tool (what `toolhost tools` prints).
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    #[serde(rename = "inputSchema")]
+    pub input_schema: Value,
+    #[serde(rename = "outputSchema")]
+    pub output_schema: Value,
+    pub risk: Risk,
+}
+
+impl Tool {
+    pub fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.name.to_string(),
+            description: self.description.clone(),
+            input_schema: self.input_schema.clone(),
+            output_schema: self.output_schema.clone(),
+            risk: self.risk,
+        }
+    }
+}
+
+/// All loaded tools by model-facing name.
+#[derive(Default)]
+pub struct Registry {
+    tools: BTreeMap<String, Tool>,
+    /// How each component was obtained (compiled or from the cache), in load order.
+    pub origins: Vec<(PathBuf, Origin)>,
+    /// Non-fatal findings for the operator (e.g. a component without embedded docs).
+    pub warnings: Vec<String>,
+}
+
+/// Engine settings large enough for every limit the config can give a tool.
+pub fn engine_settings(config: &Config) -> EngineSettings {
+    let base = config.default_limits();
+    let mut all = vec![base];
+    for c in &config.components {
+        let cl = base.with(&c.limits);
+        all.push(cl);
+        all.extend(c.tools.values().map(|t| cl.with(&t.limits)));
+    }
+    EngineSettings {
+        max_memory_bytes: all.iter().map(|l| l.memory_bytes).max().unwrap_or(0),
+        max_table_elements: all.iter().map(|l| l.table_elements).max().unwrap_or(0),
+    }
+}
+
+impl Registry {
+    /// Load every component of `config` into `sandbox`.
+    pub fn load(config: &Config, sandbox: &Sandbox) -> Result<Registry, RegistryError> {
+        let mut reg = Registry::default();
+        let cache_dir = config.data_dir().join("cache");
+        let defaults = config.default_limits();
+        for c in &config.components {
+            reg.load_component(config, c, defaults, sandbox, Some(&cache_dir))?;
+        }
+        Ok(reg)
+    }
+
+    /// Load one component file with no grants and default limits (for `toolhost check`).
+    /// `wasi:http` imports are accepted, as they would be for a tool with a network grant.
+    pub fn check(path: &Path, sandbox: &Sandbox) -> Result<Registry, RegistryError> {
+        let config = Config::parse("", Path::new(".")).expect("the empty config is valid");
+        let component = ComponentConfig {
+            path: path.to_path_buf(),
+            risk: None,
+            limits: Default::default(),
+            fs: vec![],
+            network: Some(config::NetworkGrant::default()),
+            tools: Default::default(),
+        };
+        let mut reg = Registry::default();
+        reg.load_component(&config, &component, Limits::default(), sandbox, None)?;
+        Ok(reg)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.tools.get(name)
+    }
+
+    pub fn tools(&self) -> impl Iterator<Item = &Tool> {
+        self.tools.values()
+    }
+
+    fn load_component(
+        &mut self,
+        config: &Config,
+        c: &ComponentConfig,
+        defaults: Limits,
+        sandbox: &Sandbox,
+        cache_dir: Option<&Path>,
+    ) -> Result<(), RegistryError> {
+        let path = config.base_dir.join(&c.path);
+        let bytes = std::fs::read(&path).map_err(|source| RegistryError::ComponentRead {
+            path: path.clone(),
+            source,
+        })?;
+        let engine = sandbox.engine();
+        let (component, origin) =
+            cache::load_component(engine, &bytes, cache_dir).map_err(|e| {
+                RegistryError::Compile {
+                    path: path.clone(),
+                    detail: format!("{e:#}"),
+                }
+            })?;
+        self.origins.push((path.clone(), origin));
+
+        // Grants per tool: the tool's own, else the component's.
+        let component_grant = resolve_grant(config, &path, &c.fs, c.network.as_ref())?;
+        let mut tool_grants = BTreeMap::new();
+        for (export, t) in &c.tools {
+            if t.fs.is_some() || t.network.is_some() {
+                let fs = t.fs.as_ref().unwrap_or(&c.fs);
+                let net = t.network.as_ref().or(c.network.as_ref());
+                tool_grants.insert(export.clone(), resolve_grant(config, &path, fs, net)?);
+            }
+        }
+        let network = c.network.is_some() || c.tools.values().any(|t| t.network.is_some());
+
+        check_imports(&component, engine, &path, network)?;
+        let funcs = exported_funcs(&component, engine);
+        if funcs.is_empty() {
+            return Err(RegistryError::NoTools { path });
+        }
+        for export in c.tools.keys() {
+            if !funcs.iter().any(|f| &f.name == export) {
+                return Err(RegistryError::UnknownExport {
+                    path,
+                    export: export.clone(),
+                    available: funcs
+                        .iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+        let docs = match docs::read_docs(&bytes) {
+            Ok(d) => d,
+            Err(e) => {
+                self.warnings.push(format!("{}: {e}", path.display()));
+                docs::Docs::default()
+            }
+        };
+        let pre = Arc::new(sandbox.prepare(&component, network)?);
+        let component_limits = defaults.with(&c.limits);
+        let no_tool_config = ToolConfig::default();
+
+        for f in funcs {
+            let tc = c.tools.get(&f.name).unwrap_or(&no_tool_config);
+            let name = match &tc.name {
+                Some(n) => n.clone(),
+                None => ToolName::from_export(&f.name).map_err(|message| {
+                    RegistryError::BadToolName {
+                        path: path.clone(),
+                        export: f.name.clone(),
+                        message,
+                    }
+                })?,
+            };
+            let unsupported = |source| RegistryError::Unsupported {
+                path: path.clone(),
+                export: f.name.clone(),
+                source,
+            };
+            let input_schema = schema::input_schema(&f.ty).map_err(unsupported)?;
+            let output_schema = schema::output_schema(&f.ty).map_err(unsupported)?;
+            let description = f
+                .interface
+                .as_deref()
+                .and_then(|i| docs.get(i, &f.name))
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("The `{}` tool.", f.name));
+            let func = component
+                .get_export_index(f.interface_index.as_ref(), &f.name)
+                .expect("the export was just listed");
+            let tool = Tool {
+                name: name.clone(),
+                export: f.name.clone(),
+                description,
+                input_schema,
+                output_schema,
+                risk: tc.risk.or(c.risk).unwrap_or_default(),
+                limits: component_limits.with(&tc.limits),
+                grant: tool_grants.get(&f.name).unwrap_or(&component_grant).clone(),
+                params: f.ty.params().map(|(n, t)| (n.to_string(), t)).collect(),
+                result: f.ty.results().next(),
+                func,
+                pre: pre.clone(),
+            };
+            let here = format!("`{}` of {}", f.name, path.display());
+            if let Some(prev) = self.tools.get(name.as_str()) {
+                return Err(RegistryError::DuplicateName {
+                    name: name.to_string(),
+                    first: format!("`{}`", prev.export),
+                    second: here,
+                });
+            }
+            self.tools.insert(name.to_string(), tool);
+        }
+        Ok(())
+    }
+}
+
+struct ExportedFunc {
+    interface: Option<String>,
+    interface_index: Option<ComponentExportIndex>,
+    name: String,
+    ty: ComponentFunc,
+}
+
+/// Every function the component exports, at the top level or in an exported interface.
+fn exported_funcs(component: &Component, engine: &wasmtime::Engine) -> Vec<ExportedFunc> {
+    let mut out = Vec::new();
+    for (name, ext) in component.component_type().exports(engine) {
+        match ext.ty {
+            ComponentItem::ComponentFunc(ty) => out.push(ExportedFunc {
+                interface: None,
+                interface_index: None,
+                name: name.to_string(),
+                ty,
+            }),
+            ComponentItem::ComponentInstance(inst) => {
+                let idx = component.get_export_index(None, name);
+                for (fname, fext) in inst.exports(engine) {
+                    if let ComponentItem::ComponentFunc(ty) = fext.ty {
+                        out.push(ExportedFunc {
+                            interface: Some(name.to_string()),
+                            interface_index: idx,
+                            name: fname.to_string(),
+                            ty,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn check_imports(
+    component: &Component,
+    engine: &wasmtime::Engine,
+    path: &Path,
+    network: bool,
+) -> Result<(), RegistryError> {
+    for (name, _) in component.component_type().imports(engine) {
+        if !imports::is_allowed(name, network) {
+            let hint = if imports::is_http(name) {
+                "wasi:http is linked only for tools with a network grant; add `network = { allow = [\"host:port\"] }` to this component"
+            } else {
+                "toolhost links only WASI 0.2 and toolhost:tool/host; remove the import from the component's world"
+            };
+            return Err(RegistryError::ImportNotGranted {
+                path: path.to_path_buf(),
+                import: name.to_string(),
+                hint,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn resolve_grant(
+    config: &Config,
+    path: &Path,
+    fs: &[config::FsGrant],
+    network: Option<&config::NetworkGrant>,
+) -> Result<Grant, RegistryError> {
+    let mut dirs = Vec::new();
+    for g in fs {
+        let host = config.base_dir.join(&g.host);
+        let problem = |problem: String| RegistryError::Grant {
+            path: path.to_path_buf(),
+            guest: g.guest.as_str().to_string(),
+            host: host.clone(),
+            problem,
+        };
+        let canonical = host
+            .canonicalize()
+            .map_err(|e| problem(format!("cannot be opened: {e}")))?;
+        if !canonical.is_dir() {
+            return Err(problem("is not a directory".into()));
+        }
+        dirs.push(DirGrant {
+            host: canonical,
+            guest: g.guest.as_str().to_string(),
+            writable: g.mode == FsMode::ReadWrite,
+        });
+    }
+    Ok(Grant {
+        dirs,
+        network: crate::sandbox::Allowlist::new(
+            network.map(|n| n.allow.clone()).unwrap_or_default(),
+        ),
+        dns: network.is_some_and(|n| n.dns),
+    })
+}

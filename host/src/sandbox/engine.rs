@@ -1,0 +1,105 @@
+//! The one wasmtime [`Engine`] of a host: fuel, epoch interruption, the pooling allocator, and
+//! the ticker thread that advances epochs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::limits::{MAX_MEMORIES_PER_CALL, MAX_TABLES_PER_CALL};
+use super::SandboxError;
+
+/// How often the ticker advances the epoch; the granularity of epoch deadlines.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Calls that can hold an instance at the same time (pooling allocator slots). A call beyond
+/// this fails to instantiate instead of exhausting host memory.
+pub const MAX_CONCURRENT_INSTANCES: u32 = 128;
+
+/// Guest wasm stack: deep enough for real tools, small enough that unbounded recursion traps
+/// quickly.
+pub const MAX_WASM_STACK: usize = 1 << 20;
+
+/// Engine settings that depend on the configured tools.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineSettings {
+    /// The largest memory ceiling of any tool; sizes the pooling allocator's memory slots.
+    pub max_memory_bytes: u64,
+    /// The largest table ceiling of any tool.
+    pub max_table_elements: u64,
+}
+
+/// Build the engine every component of this host is compiled for.
+pub fn build_engine(settings: EngineSettings) -> Result<Engine, SandboxError> {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(MAX_CONCURRENT_INSTANCES)
+        .total_core_instances(MAX_CONCURRENT_INSTANCES * 8)
+        .total_memories(MAX_CONCURRENT_INSTANCES * 2)
+        .total_tables(MAX_CONCURRENT_INSTANCES * 4)
+        .total_stacks(MAX_CONCURRENT_INSTANCES)
+        .max_core_instances_per_component(16)
+        .max_memories_per_component(MAX_MEMORIES_PER_CALL as u32)
+        .max_tables_per_component(MAX_TABLES_PER_CALL as u32)
+        // One page over the largest ceiling, so that the limiter (which records the breach)
+        // refuses growth before the pool's hard cap does.
+        .max_memory_size(usize::try_from(settings.max_memory_bytes).unwrap_or(usize::MAX) + 65_536)
+        .table_elements(usize::try_from(settings.max_table_elements).unwrap_or(usize::MAX) + 1)
+        .linear_memory_keep_resident(0)
+        .max_unused_warm_slots(8);
+
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(MAX_WASM_STACK)
+        .async_stack_size(MAX_WASM_STACK + (1 << 20))
+        .concurrency_support(false)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&config).map_err(|e| SandboxError::Engine(format!("{e:#}")))
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+pub struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    pub fn start(engine: &Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let engine = engine.clone();
+        let thread = std::thread::Builder::new()
+            .name("toolhost-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        EpochTicker {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Epoch ticks a deadline spans, rounded up, plus one so a call always gets at least the full
+/// deadline.
+pub fn deadline_ticks(deadline: Duration) -> u64 {
+    let tick = EPOCH_TICK.as_nanos();
+    let n = deadline.as_nanos().div_ceil(tick);
+    u64::try_from(n).unwrap_or(u64::MAX - 1) + 1
+}

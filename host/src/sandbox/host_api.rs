@@ -1,0 +1,119 @@
+//! The `toolhost:tool/host` interface a guest imports: bounded progress reports and bounded logs.
+//!
+//! Both are capped per call in count and in message size; whatever comes past the caps is
+//! counted and dropped, so a guest that floods them costs the host a fixed amount of memory.
+
+use serde::Serialize;
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "toolhost:tool/tool",
+});
+
+pub use toolhost::tool::host::{add_to_linker, Host, Level};
+
+/// Reports (progress and log lines together) kept per call.
+pub const MAX_REPORTS_PER_CALL: usize = 256;
+/// Bytes kept of one report's message; the rest is cut off at a character boundary.
+pub const MAX_REPORT_MESSAGE_BYTES: usize = 1024;
+
+/// One kept report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Report {
+    Progress {
+        done: u64,
+        total: Option<u64>,
+        message: String,
+    },
+    Log {
+        level: &'static str,
+        message: String,
+    },
+}
+
+/// What a call reported through the host interface.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Reports {
+    /// The first [`MAX_REPORTS_PER_CALL`] reports.
+    pub kept: Vec<Report>,
+    /// How many reports were dropped past the cap.
+    pub dropped: u64,
+    /// Whether any kept message was truncated.
+    pub truncated: bool,
+}
+
+impl Reports {
+    fn push(&mut self, report: Report) {
+        if self.kept.len() < MAX_REPORTS_PER_CALL {
+            self.kept.push(report);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    fn bounded(&mut self, mut message: String) -> String {
+        if message.len() > MAX_REPORT_MESSAGE_BYTES {
+            let mut cut = MAX_REPORT_MESSAGE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            self.truncated = true;
+        }
+        message
+    }
+}
+
+impl Host for Reports {
+    fn progress(&mut self, done: u64, total: Option<u64>, message: String) {
+        if self.kept.len() >= MAX_REPORTS_PER_CALL {
+            self.dropped += 1;
+            return;
+        }
+        let message = self.bounded(message);
+        self.push(Report::Progress {
+            done,
+            total,
+            message,
+        });
+    }
+
+    fn log(&mut self, level: Level, message: String) {
+        if self.kept.len() >= MAX_REPORTS_PER_CALL {
+            self.dropped += 1;
+            return;
+        }
+        let level = match level {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        let message = self.bounded(message);
+        self.push(Report::Log { level, message });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Floods are cut at the caps: a fixed number of reports, each of bounded size.
+    #[test]
+    fn reports_are_bounded() {
+        let mut r = Reports::default();
+        for i in 0..(MAX_REPORTS_PER_CALL as u64 + 10) {
+            r.log(Level::Info, "é".repeat(MAX_REPORT_MESSAGE_BYTES));
+            r.progress(i, None, String::new());
+        }
+        assert_eq!(r.kept.len(), MAX_REPORTS_PER_CALL);
+        assert_eq!(r.dropped, MAX_REPORTS_PER_CALL as u64 + 20);
+        assert!(r.truncated);
+        for k in &r.kept {
+            if let Report::Log { message, .. } = k {
+                assert!(message.len() <= MAX_REPORT_MESSAGE_BYTES);
+            }
+        }
+    }
+}

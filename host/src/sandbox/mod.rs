@@ -1,0 +1,134 @@
+//! The sandbox: one engine, linkers with exactly the interfaces a grant allows, and the
+//! executor that runs one call in a fresh store under every limit.
+//!
+//! The sandbox knows nothing of policy or of JSON: it takes component values and a grant, and
+//! gives back component values or a [`Fault`] that says which limit ended the call.
+
+mod engine;
+mod executor;
+mod grant;
+mod host_api;
+mod limits;
+mod network;
+
+use wasmtime::component::{Component, HasData, InstancePre, Linker, ResourceTable};
+use wasmtime::Engine;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+pub use engine::{deadline_ticks, EngineSettings, EPOCH_TICK, MAX_CONCURRENT_INSTANCES};
+pub use executor::{Execution, Fault};
+pub use grant::{DirGrant, Grant};
+pub use host_api::{Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
+pub use limits::*;
+pub use network::{Allowlist, HostPort};
+
+/// A fault of the host side of the sandbox (not of a guest).
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("could not create the wasmtime engine: {0}")]
+    Engine(String),
+    #[error("could not link the host interfaces: {0}")]
+    Link(String),
+    #[error("could not prepare the component for instantiation: {0}")]
+    Prepare(String),
+    #[error("could not open the directory granted at {guest}: {detail}")]
+    Preopen { guest: String, detail: String },
+}
+
+/// Whether the engine's epoch advances on its own (production) or only when a test says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpochMode {
+    /// A ticker thread advances the epoch every [`EPOCH_TICK`].
+    Ticker,
+    /// Nothing advances the epoch; tests call [`Sandbox::increment_epoch`].
+    Manual,
+}
+
+/// The per-call store state.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    http: WasiHttpCtx,
+    hooks: network::HttpPolicy,
+    limiter: limits::CallLimiter,
+    reports: Reports,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+struct ReportsData;
+impl HasData for ReportsData {
+    type Data<'a> = &'a mut Reports;
+}
+
+/// The engine and linkers of one host.
+pub struct Sandbox {
+    engine: Engine,
+    base: Linker<CallState>,
+    with_http: Linker<CallState>,
+    _ticker: Option<engine::EpochTicker>,
+}
+
+impl Sandbox {
+    /// Create the engine (pooling allocator sized by `settings`) and the linkers.
+    pub fn new(settings: EngineSettings, epochs: EpochMode) -> Result<Self, SandboxError> {
+        let engine = engine::build_engine(settings)?;
+        let link = |e: wasmtime::Error| SandboxError::Link(format!("{e:#}"));
+        let mut base = Linker::<CallState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut base).map_err(link)?;
+        host_api::add_to_linker::<CallState, ReportsData>(&mut base, |s| &mut s.reports)
+            .map_err(link)?;
+        let mut with_http = base.clone();
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut with_http).map_err(link)?;
+        let ticker = match epochs {
+            EpochMode::Ticker => Some(engine::EpochTicker::start(&engine)),
+            EpochMode::Manual => None,
+        };
+        Ok(Sandbox {
+            engine,
+            base,
+            with_http,
+            _ticker: ticker,
+        })
+    }
+
+    /// The engine components must be compiled for.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Advance the epoch by one tick (for tests running with [`EpochMode::Manual`]).
+    pub fn increment_epoch(&self) {
+        self.engine.increment_epoch();
+    }
+
+    /// Resolve a component's imports once; `http` links `wasi:http` (only for network grants).
+    pub fn prepare(
+        &self,
+        component: &Component,
+        http: bool,
+    ) -> Result<InstancePre<CallState>, SandboxError> {
+        let linker = if http { &self.with_http } else { &self.base };
+        linker
+            .instantiate_pre(component)
+            .map_err(|e| SandboxError::Prepare(format!("{e:#}")))
+    }
+}

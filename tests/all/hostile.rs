@@ -1,0 +1,246 @@
+//! Every hostile guest is contained: the exact status and code, through the library and the
+//! real binary, within its deadline plus one second — and the host serves a normal call after.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use toolhost::{Code, Runtime, Status};
+
+use crate::support::{adversarial_config, run, runtime, toolhost};
+
+/// Every function the hostile component exports. A new fixture must be added here, and the
+/// `every_fixture_has_a_test` test fails until it is.
+const FIXTURES: &[&str] = &[
+    "spin",
+    "spin_deadline",
+    "sleep_forever",
+    "balloon",
+    "flood_stdout",
+    "huge_result",
+    "deep_recursion",
+    "panic",
+    "escape_fs",
+    "write_readonly",
+    "exfiltrate",
+    "read_env",
+    "log_spam",
+];
+
+/// The rows that end in a failure code, with the deadline they run under.
+const FAILING: &[(&str, Code, u64)] = &[
+    ("spin", Code::FuelExhausted, 30_000),
+    ("spin_deadline", Code::DeadlineExceeded, 1_000),
+    ("sleep_forever", Code::DeadlineExceeded, 1_000),
+    ("balloon", Code::MemoryExceeded, 2_000),
+    ("flood_stdout", Code::OutputTooLarge, 2_000),
+    ("huge_result", Code::OutputTooLarge, 2_000),
+    ("deep_recursion", Code::GuestTrap, 2_000),
+    ("panic", Code::GuestTrap, 2_000),
+    ("write_readonly", Code::ToolError, 2_000),
+];
+
+/// After any fixture, the same runtime still completes a normal call.
+async fn assert_still_serves(rt: &Runtime) {
+    let r = run(rt, "greet", json!({"name": "after"})).await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_eq!(r.output, Some(json!("Hello, after!")));
+}
+
+async fn assert_fails(tool: &str, code: Code) {
+    let rt = runtime(&adversarial_config());
+    let r = run(&rt, tool, json!({})).await;
+    assert_eq!(r.status, Status::Failed, "{tool}: {r:?}");
+    assert_eq!(r.code, Some(code), "{tool}: {r:?}");
+    assert!(
+        !r.message.contains('/'),
+        "message leaks a path: {}",
+        r.message
+    );
+    assert_still_serves(&rt).await;
+}
+
+macro_rules! failing_fixture {
+    ($($test:ident => $tool:literal, $code:expr;)*) => {$(
+        /// The fixture ends with the expected code, then the host serves a normal call.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            assert_fails($tool, $code).await;
+        }
+    )*};
+}
+
+failing_fixture! {
+    spin_is_fuel_exhausted => "spin", Code::FuelExhausted;
+    spin_deadline_is_deadline_exceeded => "spin_deadline", Code::DeadlineExceeded;
+    sleep_forever_is_deadline_exceeded => "sleep_forever", Code::DeadlineExceeded;
+    balloon_is_memory_exceeded => "balloon", Code::MemoryExceeded;
+    flood_stdout_is_output_too_large => "flood_stdout", Code::OutputTooLarge;
+    huge_result_is_output_too_large => "huge_result", Code::OutputTooLarge;
+    deep_recursion_is_guest_trap => "deep_recursion", Code::GuestTrap;
+    panic_is_guest_trap => "panic", Code::GuestTrap;
+}
+
+/// A write into a read-only preopen is the tool's own error, and the file is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_readonly_is_refused_and_file_unchanged() {
+    let keep = crate::support::repo().join("tests/fixtures/readonly/keep.txt");
+    let before = std::fs::read(&keep).unwrap();
+    assert_fails("write_readonly", Code::ToolError).await;
+    assert_eq!(std::fs::read(&keep).unwrap(), before);
+}
+
+/// Every escape attempt is denied and no host file content comes back; the control succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escape_fs_is_denied_everywhere() {
+    let rt = runtime(&adversarial_config());
+    let r = run(&rt, "escape_fs", json!({})).await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    let attempts = r.output.clone().unwrap();
+    let attempts = attempts.as_array().unwrap();
+    assert!(attempts.len() >= 10, "{attempts:?}");
+    for a in attempts {
+        let target = a["target"].as_str().unwrap();
+        let outcome = a["outcome"].as_str().unwrap();
+        if target == "/sandbox/inside.txt" {
+            assert!(
+                outcome.starts_with("allowed"),
+                "the control read failed: {outcome}"
+            );
+        } else {
+            assert!(
+                outcome.starts_with("denied"),
+                "{target} was not denied: {outcome}"
+            );
+        }
+    }
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(!text.contains("root:"), "host file content leaked: {text}");
+    assert_still_serves(&rt).await;
+}
+
+/// Raw TCP and wasi:http to a loopback port off the allowlist are both denied, and the
+/// listener on that port never sees a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exfiltrate_is_denied_and_nothing_connects() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:47001")
+        .expect("port 47001 must be free for this test");
+    listener.set_nonblocking(true).unwrap();
+    let rt = runtime(&adversarial_config());
+    let r = run(&rt, "exfiltrate", json!({})).await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    let out = r.output.clone().unwrap();
+    assert!(out["tcp"].as_str().unwrap().starts_with("denied"), "{out}");
+    assert!(out["http"].as_str().unwrap().starts_with("denied"), "{out}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the listener saw a connection: {other:?}"),
+    }
+    assert_still_serves(&rt).await;
+}
+
+/// The guest sees no environment variables, no arguments, an empty stdin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_env_sees_nothing_of_the_host() {
+    let rt = runtime(&adversarial_config());
+    let r = run(&rt, "read_env", json!({})).await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    let out = r.output.clone().unwrap();
+    assert_eq!(out["vars"], json!([]), "{out}");
+    assert_eq!(out["args"], json!([]), "{out}");
+    assert_eq!(out["stdin-bytes"], json!(0), "{out}");
+    assert_still_serves(&rt).await;
+}
+
+/// Flooding the host interface completes, with the host's record capped and truncated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_spam_completes_with_bounded_reports() {
+    use toolhost::sandbox::{MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
+    let rt = runtime(&adversarial_config());
+    let tool = rt.registry.get("log_spam").unwrap();
+    let exec = rt.execute(tool, &[]).await;
+    assert!(exec.outcome.is_ok(), "{:?}", exec.outcome);
+    assert_eq!(exec.reports.kept.len(), MAX_REPORTS_PER_CALL);
+    assert_eq!(exec.reports.dropped, 200_000 - MAX_REPORTS_PER_CALL as u64);
+    assert!(exec.reports.truncated);
+    let kept_bytes: usize = exec
+        .reports
+        .kept
+        .iter()
+        .map(|r| match r {
+            toolhost::sandbox::Report::Log { message, .. }
+            | toolhost::sandbox::Report::Progress { message, .. } => message.len(),
+        })
+        .sum();
+    assert!(kept_bytes <= MAX_REPORTS_PER_CALL * MAX_REPORT_MESSAGE_BYTES);
+    let r = run(&rt, "log_spam", json!({})).await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_still_serves(&rt).await;
+}
+
+/// The fixture list matches what the hostile component exports: no fixture without a test.
+#[test]
+fn every_fixture_has_a_test() {
+    let rt = runtime(&adversarial_config());
+    let mut exported: Vec<String> = rt
+        .registry
+        .tools()
+        .filter(|t| t.name.as_str() != "greet")
+        .map(|t| t.name.to_string())
+        .collect();
+    exported.sort();
+    let mut listed: Vec<String> = FIXTURES.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(exported, listed);
+}
+
+/// Through the real binary, every failing row ends with its code, exit status 1, and within its
+/// deadline plus one second (process start and component load included).
+#[test]
+fn cli_failing_rows_end_in_time() {
+    let config = adversarial_config();
+    let config = config.to_str().unwrap();
+    for (tool, code, deadline_ms) in FAILING {
+        let out = toolhost(&["call", "--config", config, tool, "{}"]);
+        let v = out.json();
+        assert_eq!(v["status"], json!("failed"), "{tool}: {}", out.stdout);
+        assert_eq!(v["code"], json!(code.as_str()), "{tool}: {}", out.stdout);
+        assert_eq!(out.status, 1, "{tool}");
+        let limit = Duration::from_millis(deadline_ms + 1_000);
+        assert!(
+            out.elapsed < limit,
+            "{tool} took {:?} (limit {limit:?})",
+            out.elapsed
+        );
+        assert!(v["usage"]["wall_ms"].as_u64().is_some());
+    }
+}
+
+/// Through the real binary, the rows that complete do so, and report what they must.
+#[test]
+fn cli_completing_rows() {
+    let config = adversarial_config();
+    let config = config.to_str().unwrap();
+    for tool in ["escape_fs", "read_env", "log_spam", "exfiltrate"] {
+        let out = toolhost(&["call", "--config", config, tool, "{}"]);
+        let v: Value = out.json();
+        assert_eq!(v["status"], json!("completed"), "{tool}: {}", out.stdout);
+        assert_eq!(out.status, 0, "{tool}");
+        assert!(
+            !out.stdout.contains("hunter2"),
+            "{tool} saw the host's environment"
+        );
+        assert!(!out.stdout.contains("root:"), "{tool} leaked host content");
+        if tool == "exfiltrate" {
+            assert!(
+                v["output"]["tcp"].as_str().unwrap().starts_with("denied"),
+                "{}",
+                out.stdout
+            );
+            assert!(
+                v["output"]["http"].as_str().unwrap().starts_with("denied"),
+                "{}",
+                out.stdout
+            );
+        }
+    }
+}

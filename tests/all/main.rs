@@ -1,0 +1,13 @@
+//! Integration tests: the real `toolhost` binary and the library against real components.
+//!
+//! One test binary (link time with wasmtime is long). Guests must be built first:
+//! `just test` does it (`just build-guests`).
+
+mod cache;
+mod cli;
+mod config_ui;
+mod epochs;
+mod example_tools;
+mod hostile;
+mod support;
+mod types;

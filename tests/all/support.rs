@@ -1,0 +1,140 @@
+//! Shared helpers: paths, the binary, runtimes, and a bounded loopback HTTP server.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use toolhost::{EpochMode, Runtime, ToolCall, ToolResult};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A built guest component; fails with a clear message when guests were not built.
+pub fn guest(crate_name: &str) -> PathBuf {
+    let p = repo()
+        .join("guest-tools/target/wasm32-wasip2/release")
+        .join(format!("{}.wasm", crate_name.replace('-', "_")));
+    assert!(
+        p.is_file(),
+        "{} is missing: run `just build-guests` first",
+        p.display()
+    );
+    p
+}
+
+pub fn adversarial_config() -> PathBuf {
+    guest("hostile");
+    guest("template");
+    repo().join("tests/fixtures/adversarial.toml")
+}
+
+pub fn example_config() -> PathBuf {
+    std::fs::create_dir_all(repo().join(".toolhost/workspace")).unwrap();
+    repo().join("toolhost.toml")
+}
+
+pub fn runtime(config: &Path) -> Runtime {
+    Runtime::from_config(config, EpochMode::Ticker).expect("config loads")
+}
+
+pub fn call(name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        call_id: format!("test-{name}"),
+        name: name.to_string(),
+        arguments: args,
+    }
+}
+
+/// Run one call on a runtime.
+pub async fn run(rt: &Runtime, name: &str, args: Value) -> ToolResult {
+    rt.call(&call(name, args)).await
+}
+
+/// The outcome of one `toolhost` process.
+pub struct Cli {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Cli {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// Run the real binary with `args` from the repository root.
+pub fn toolhost(args: &[&str]) -> Cli {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(args)
+        .current_dir(repo())
+        .env("TOOLHOST_TEST_SECRET", "hunter2")
+        .output()
+        .expect("toolhost runs");
+    Cli {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Write a config into a fresh temporary directory and return (dir guard, config path).
+pub fn temp_config(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolhost.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// A TOML string literal for a path.
+pub fn toml_path(p: &Path) -> String {
+    format!("{:?}", p.display().to_string())
+}
+
+/// A loopback HTTP server that answers every request with `body` and counts connections.
+pub struct TestServer {
+    pub port: u16,
+    pub connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+pub async fn http_server(body: &'static str) -> TestServer {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = connections.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let _ = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await;
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+                    body.len(),
+                    body
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    TestServer { port, connections }
+}

@@ -1,0 +1,181 @@
+//! JSON ↔ WIT values, strictly, for every type a tool signature can use — against a real
+//! component that echoes what it receives.
+
+use serde_json::{json, Value};
+use toolhost::{Code, Runtime, Status};
+
+use crate::support::{guest, repo, run, runtime, temp_config, toml_path};
+
+fn rt() -> (tempfile::TempDir, Runtime) {
+    let (d, cfg) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n",
+        toml_path(&repo().join(".toolhost")),
+        toml_path(&guest("types"))
+    ));
+    let rt = runtime(&cfg);
+    (d, rt)
+}
+
+fn scalars() -> Value {
+    json!({
+        "b": true, "i8v": -128, "u8v": 255, "i16v": -32768, "u16v": 65535,
+        "i32v": -2147483648i64, "u32v": 4294967295u64,
+        "i64v": i64::MIN, "u64v": u64::MAX,
+        "f32v": 1.5, "f64v": 0.1, "c": "é", "s": "text ✓"
+    })
+}
+
+fn compound() -> Value {
+    json!({
+        "items": [1, 2, 3],
+        "pair": ["a", -5],
+        "shape": {"rect": [1.0, 2.5]},
+        "colour": "green",
+        "maybe": null,
+        "outcome": {"err": "bad"},
+        "perms": ["read", "exec"],
+        "nested": [null, "point", {"circle": 2.0}]
+    })
+}
+
+/// Every scalar round-trips exactly, including the extremes of s64 and u64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scalars_round_trip_exactly() {
+    let (_d, rt) = rt();
+    let r = run(&rt, "echo_scalars", json!({"v": scalars()})).await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_eq!(r.output, Some(scalars()));
+}
+
+/// Lists, tuples, variants, enums, options, results and flags round-trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compounds_round_trip() {
+    let (_d, rt) = rt();
+    let r = run(&rt, "echo_compound", json!({"v": compound()})).await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_eq!(r.output, Some(compound()));
+    let mut other = compound();
+    other["maybe"] = json!("x");
+    other["outcome"] = json!({"ok": 7});
+    other["shape"] = json!("point");
+    other["perms"] = json!([]);
+    let r = run(&rt, "echo_compound", json!({"v": other.clone()})).await;
+    assert_eq!(r.output, Some(other), "{r:?}");
+}
+
+/// Values that do not fit are refused before the guest runs, naming where and what.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mismatches_are_invalid_arguments() {
+    let (_d, rt) = rt();
+    let bad_scalars: &[(&str, Value, &str)] = &[
+        ("u8v", json!(256), "arguments.v.u8v"),
+        ("u8v", json!(-1), "arguments.v.u8v"),
+        ("i8v", json!(1.5), "arguments.v.i8v"),
+        ("u64v", json!(-1), "arguments.v.u64v"),
+        ("i64v", json!(9.3e18), "arguments.v.i64v"),
+        ("u32v", json!("5"), "arguments.v.u32v"),
+        ("b", json!(1), "arguments.v.b"),
+        ("c", json!("ab"), "arguments.v.c"),
+        ("c", json!(""), "arguments.v.c"),
+        ("f32v", json!(1e300), "arguments.v.f32v"),
+        ("s", json!(null), "arguments.v.s"),
+    ];
+    for (field, value, at) in bad_scalars {
+        let mut v = scalars();
+        v[*field] = value.clone();
+        let r = run(&rt, "echo_scalars", json!({"v": v})).await;
+        assert_eq!(
+            r.code,
+            Some(Code::InvalidArguments),
+            "{field}={value}: {r:?}"
+        );
+        assert!(r.message.starts_with(at), "{field}={value}: {}", r.message);
+        assert_eq!(r.usage.fuel_consumed, 0, "the guest ran for a refused call");
+    }
+    let bad_compound: &[(&str, Value)] = &[
+        ("colour", json!("purple")),
+        ("shape", json!({"circle": 1.0, "rect": [1.0, 1.0]})),
+        ("shape", json!({"point": null})),
+        ("shape", json!("circle")),
+        ("pair", json!(["a"])),
+        ("pair", json!(["a", 1, 2])),
+        ("outcome", json!({"maybe": 1})),
+        ("perms", json!(["read", "read"])),
+        ("perms", json!(["root"])),
+        ("items", json!({"0": 1})),
+    ];
+    for (field, value) in bad_compound {
+        let mut v = compound();
+        v[*field] = value.clone();
+        let r = run(&rt, "echo_compound", json!({"v": v})).await;
+        assert_eq!(
+            r.code,
+            Some(Code::InvalidArguments),
+            "{field}={value}: {r:?}"
+        );
+    }
+    let mut v = scalars();
+    v["extra"] = json!(1);
+    let r = run(&rt, "echo_scalars", json!({"v": v})).await;
+    assert_eq!(r.code, Some(Code::InvalidArguments), "{r:?}");
+    let mut v = scalars();
+    v.as_object_mut().unwrap().remove("s");
+    let r = run(&rt, "echo_scalars", json!({"v": v})).await;
+    assert_eq!(r.code, Some(Code::InvalidArguments), "{r:?}");
+}
+
+/// A NaN result has no JSON form: invalid_output, never a bogus number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nan_output_is_invalid_output() {
+    let (_d, rt) = rt();
+    let r = run(&rt, "sqrt", json!({"x": 4.0})).await;
+    assert_eq!(r.output, Some(json!(2.0)));
+    let r = run(&rt, "sqrt", json!({"x": -1.0})).await;
+    assert_eq!(r.code, Some(Code::InvalidOutput), "{r:?}");
+    assert!(r.output.is_none());
+}
+
+/// No result is `null`; `result<T, E>` maps `err` to tool_error and `ok` to the output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unit_and_result_returns() {
+    let (_d, rt) = rt();
+    let r = run(&rt, "nothing", json!({})).await;
+    assert_eq!((r.status, r.output), (Status::Completed, Some(Value::Null)));
+    let r = run(&rt, "maybe_fail", json!({"fail": false})).await;
+    assert_eq!(r.output, Some(json!("fine")));
+    let r = run(&rt, "maybe_fail", json!({"fail": true})).await;
+    assert_eq!(r.code, Some(Code::ToolError));
+    assert!(r.message.contains("blue"), "{}", r.message);
+}
+
+/// The derived schemas say exactly what the mapping accepts.
+#[test]
+fn schemas_match_the_mapping() {
+    let (_d, rt) = rt();
+    let t = rt.registry.get("echo_compound").unwrap();
+    let v = &t.input_schema["properties"]["v"];
+    assert_eq!(v["additionalProperties"], json!(false));
+    assert_eq!(
+        v["properties"]["colour"],
+        json!({"type": "string", "enum": ["red", "green", "blue"]})
+    );
+    assert_eq!(v["properties"]["perms"]["uniqueItems"], json!(true));
+    assert_eq!(v["properties"]["pair"]["items"], json!(false));
+    assert_eq!(v["properties"]["pair"]["minItems"], json!(2));
+    assert_eq!(
+        v["properties"]["maybe"]["anyOf"][0],
+        json!({"type": "null"})
+    );
+    let shape = &v["properties"]["shape"]["oneOf"];
+    assert_eq!(shape[0], json!({"const": "point"}));
+    assert_eq!(shape[1]["required"], json!(["circle"]));
+    let s = &rt.registry.get("echo_scalars").unwrap().input_schema["properties"]["v"]["properties"];
+    assert_eq!(s["u64v"]["maximum"], json!(u64::MAX));
+    assert_eq!(s["i64v"]["minimum"], json!(i64::MIN));
+    assert_eq!(s["c"]["maxLength"], json!(1));
+    let nothing = rt.registry.get("nothing").unwrap();
+    assert_eq!(nothing.output_schema["type"], json!("null"));
+    assert_eq!(nothing.input_schema["required"], json!([]));
+    let mf = rt.registry.get("maybe_fail").unwrap();
+    assert_eq!(mf.output_schema["type"], json!("string"));
+}
