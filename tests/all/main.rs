@@ -9,5 +9,6 @@ mod config_ui;
 mod epochs;
 mod example_tools;
 mod hostile;
+mod resources;
 mod support;
 mod types;

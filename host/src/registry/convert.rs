@@ -369,3 +369,28 @@ pub fn to_json(v: &Val, at: &str) -> Result<Value, Unrepresentable> {
         }
     })
 }
+
+/// A lower bound on the size of `v` as JSON, computed without allocating, so an oversized
+/// result is refused before the host copies it again.
+pub fn json_size_lower_bound(v: &Val) -> u64 {
+    match v {
+        Val::String(s) => s.len() as u64 + 2,
+        Val::List(items) | Val::Tuple(items) | Val::FixedLengthList(items) => {
+            2 + items.iter().map(json_size_lower_bound).sum::<u64>()
+        }
+        Val::Record(fields) => {
+            2 + fields
+                .iter()
+                .map(|(k, x)| k.len() as u64 + 3 + json_size_lower_bound(x))
+                .sum::<u64>()
+        }
+        Val::Variant(name, p) => {
+            name.len() as u64 + 2 + p.as_deref().map_or(0, json_size_lower_bound)
+        }
+        Val::Enum(name) => name.len() as u64 + 2,
+        Val::Option(Some(x)) => json_size_lower_bound(x),
+        Val::Result(Ok(Some(x)) | Err(Some(x))) => json_size_lower_bound(x),
+        Val::Flags(names) => 2 + names.iter().map(|n| n.len() as u64 + 2).sum::<u64>(),
+        _ => 1,
+    }
+}

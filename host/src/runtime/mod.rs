@@ -12,7 +12,7 @@ use wasmtime::component::Val;
 
 use crate::contract::{Code, ToolCall, ToolResult, Usage};
 use crate::registry::config::Config;
-use crate::registry::convert::{to_json, to_val};
+use crate::registry::convert::{json_size_lower_bound, to_json, to_val};
 use crate::registry::{engine_settings, Registry, RegistryError, Tool};
 use crate::sandbox::{EpochMode, Execution, Fault, Sandbox};
 
@@ -137,6 +137,14 @@ impl Runtime {
                 return r;
             }
         };
+        if results.iter().map(json_size_lower_bound).sum::<u64>() > tool.limits.output_bytes {
+            return ToolResult::failed(
+                call,
+                Code::OutputTooLarge,
+                "the tool returned more output than it is allowed",
+                usage,
+            );
+        }
         let value = match (results.into_iter().next(), &tool.result) {
             (None, _) => Ok(Value::Null),
             (Some(Val::Result(r)), Some(Type::Result(_))) => match r {
