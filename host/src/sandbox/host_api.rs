@@ -10,7 +10,7 @@ wasmtime::component::bindgen!({
     world: "toolhost:tool/tool",
 });
 
-pub use toolhost::tool::host::{add_to_linker, Host, Level};
+pub use self::toolhost::tool::host::{add_to_linker, Host, Level};
 
 /// Reports (progress and log lines together) kept per call.
 pub const MAX_REPORTS_PER_CALL: usize = 256;
