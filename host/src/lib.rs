@@ -11,14 +11,18 @@
 //! - [`contract`]: `ToolCall`, `ToolResult`, status and codes — the vocabulary.
 //! - [`registry`]: config + components → tools; WIT → JSON Schema; JSON ↔ component values.
 //! - [`sandbox`]: engine, limits, WASI context from a grant, network policy, executor.
+//! - [`policy`]: authorization rules and approval tokens.
+//! - [`ledger`]: admission, replay, terminal outcomes and the audit trail (SQLite).
 //! - [`runtime`]: the pipeline over the registry and the sandbox.
 
 pub mod contract;
+pub mod ledger;
+pub mod policy;
 pub mod registry;
 pub mod runtime;
 pub mod sandbox;
 
-pub use contract::{Code, Status, ToolCall, ToolResult, Usage};
+pub use contract::{Budgets, Code, RunContext, Status, ToolCall, ToolResult, Usage};
 pub use registry::config::{Config, Risk, ToolName};
 pub use registry::{Registry, RegistryError, Tool, ToolDefinition};
 pub use runtime::{Diagnostics, Runtime};

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use toolhost::runtime::batch::Proposal;
 use toolhost::{Code, EpochMode, Registry, Runtime, Sandbox, Status, ToolCall, ToolResult, Usage};
 
 /// Exit status for a bad command line or config.
@@ -36,14 +37,57 @@ enum Command {
     Call {
         #[arg(long, default_value = "toolhost.toml")]
         config: PathBuf,
+        #[command(flatten)]
+        identity: Identity,
         /// The call id to correlate the result with (default: a fresh one).
         #[arg(long)]
         call_id: Option<String>,
+        /// The token a human minted with `toolhost approve`, for a tool that needs approval.
+        #[arg(long)]
+        approval_token: Option<String>,
         /// The tool's model-facing name.
         tool: String,
         /// The arguments, a JSON object.
         arguments: String,
     },
+    /// Approve a call that ended `approval_required`: print the token for its handle.
+    Approve {
+        #[arg(long, default_value = "toolhost.toml")]
+        config: PathBuf,
+        /// The `approval.handle` of the call's result.
+        handle: String,
+    },
+    /// Print the recorded calls and their decisions as JSON.
+    Ledger {
+        #[arg(long, default_value = "toolhost.toml")]
+        config: PathBuf,
+        /// Only this run.
+        #[arg(long)]
+        run: Option<String>,
+    },
+    /// Run a JSON array of proposals ({call_id, name, arguments, approval_token?}) as one batch
+    /// and print the results in order.
+    Batch {
+        #[arg(long, default_value = "toolhost.toml")]
+        config: PathBuf,
+        #[command(flatten)]
+        identity: Identity,
+        file: PathBuf,
+    },
+}
+
+/// Who calls: trusted context from the command line, never from tool arguments.
+#[derive(clap::Args)]
+struct Identity {
+    /// The principal the calls run as.
+    #[arg(long, default_value = "local")]
+    principal: String,
+    /// The tenant the calls run for.
+    #[arg(long, default_value = "default")]
+    tenant: String,
+    /// The run the calls belong to (default: a fresh run). Call ids are unique per run.
+    #[arg(long)]
+    run_id: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -91,7 +135,9 @@ async fn run(command: Command) -> ExitCode {
         }
         Command::Call {
             config,
+            identity,
             call_id,
+            approval_token,
             tool,
             arguments,
         } => {
@@ -99,35 +145,113 @@ async fn run(command: Command) -> ExitCode {
                 Ok(rt) => rt,
                 Err(e) => return usage_error(&e),
             };
+            let ctx = context(&rt, &identity);
             let call_id = call_id.unwrap_or_else(fresh_call_id);
-            let result = match parse_arguments(&arguments) {
-                Ok(args) => {
-                    let call = ToolCall {
-                        call_id,
-                        name: tool,
-                        arguments: args,
-                    };
-                    rt.call(&call).await
-                }
+            let arguments = match parse_arguments(&arguments) {
+                Ok(args) => args,
                 Err(message) => {
                     let call = ToolCall {
                         call_id,
                         name: tool,
                         arguments: serde_json::Value::Null,
                     };
-                    ToolResult::failed(&call, Code::InvalidArguments, message, Usage::default())
+                    let r = ToolResult::failed(
+                        &call,
+                        Code::InvalidArguments,
+                        message,
+                        Usage::default(),
+                    );
+                    return print_result(&r);
                 }
             };
+            let call = ToolCall {
+                call_id,
+                name: tool,
+                arguments,
+            };
+            let result = rt.run_call(&ctx, &call, approval_token.as_deref()).await;
+            print_result(&result)
+        }
+        Command::Approve { config, handle } => {
+            let rt = match Runtime::from_config(&config, EpochMode::Ticker) {
+                Ok(rt) => rt,
+                Err(e) => return usage_error(&e),
+            };
+            match rt.mint_approval(&handle) {
+                Ok(token) => {
+                    println!("{token}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage_error(&e),
+            }
+        }
+        Command::Ledger { config, run } => {
+            let rt = match Runtime::from_config(&config, EpochMode::Ticker) {
+                Ok(rt) => rt,
+                Err(e) => return usage_error(&e),
+            };
+            match rt.ledger.calls(run.as_deref()) {
+                Ok(calls) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&calls).expect("records serialize")
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage_error(&e),
+            }
+        }
+        Command::Batch {
+            config,
+            identity,
+            file,
+        } => {
+            let rt = match Runtime::from_config(&config, EpochMode::Ticker) {
+                Ok(rt) => rt,
+                Err(e) => return usage_error(&e),
+            };
+            let proposals: Vec<Proposal> = match std::fs::read_to_string(&file)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("toolhost: {}: {e}", file.display());
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            let ctx = context(&rt, &identity);
+            let results = rt.run_batch(&ctx, &proposals).await;
             println!(
                 "{}",
-                serde_json::to_string(&result).expect("a ToolResult serializes")
+                serde_json::to_string(&results).expect("results serialize")
             );
-            if result.status == Status::Completed {
+            if results.iter().all(|r| r.status == Status::Completed) {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(EXIT_NOT_COMPLETED)
             }
         }
+    }
+}
+
+fn context(rt: &Runtime, id: &Identity) -> toolhost::RunContext {
+    let ctx = rt.context(&id.principal, &id.tenant);
+    match &id.run_id {
+        Some(r) => ctx.with_run_id(r),
+        None => ctx,
+    }
+}
+
+fn print_result(result: &ToolResult) -> ExitCode {
+    println!(
+        "{}",
+        serde_json::to_string(result).expect("a ToolResult serializes")
+    );
+    if result.status == Status::Completed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NOT_COMPLETED)
     }
 }
 

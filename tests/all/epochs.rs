@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use toolhost::sandbox::{deadline_ticks, EngineSettings};
-use toolhost::{Code, Config, Diagnostics, EpochMode, Registry, Runtime, Sandbox, Status};
+use toolhost::sandbox::deadline_ticks;
+use toolhost::{Code, EpochMode, Runtime, Status};
 
 use crate::support::{guest, repo, temp_config, toml_path};
 
@@ -19,17 +19,7 @@ async fn manual_epochs_interrupt_a_spinning_guest() {
         toml_path(&repo().join(".toolhost")),
         toml_path(&guest("hostile")),
     ));
-    let config = Config::load(&path).unwrap();
-    let sandbox = Sandbox::new(
-        EngineSettings {
-            max_memory_bytes: 64 << 20,
-            max_table_elements: 20_000,
-        },
-        EpochMode::Manual,
-    )
-    .unwrap();
-    let registry = Registry::load(&config, &sandbox).unwrap();
-    let rt = Arc::new(Runtime::new(sandbox, registry, Diagnostics::new(None)));
+    let rt = Arc::new(Runtime::from_config(&path, EpochMode::Manual).unwrap());
 
     let done = Arc::new(AtomicBool::new(false));
     let ticker = {

@@ -9,6 +9,7 @@ mod config_ui;
 mod epochs;
 mod example_tools;
 mod hostile;
+mod json_schema_suite;
 mod resources;
 mod support;
 mod types;

@@ -5,8 +5,14 @@
 //! ledger) sees: its `message` is always safe to show a model — no host paths, no traps, no
 //! policy internals.
 
+mod context;
+mod render;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use context::{Budgets, RunContext};
+pub use render::DEFAULT_MODEL_MESSAGE_BYTES;
 
 /// A call proposed by a model: which tool, correlated by which id, with which arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,6 +111,15 @@ pub struct Usage {
     pub output_bytes: u64,
 }
 
+/// An approval a call is waiting for. The handle names the exact call; only the host's key can
+/// turn it into a token, so a model holding it gains nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalNeeded {
+    pub handle: String,
+    /// Unix seconds after which the approval is refused.
+    pub expires_at: u64,
+}
+
 /// The one terminal result of a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
@@ -120,6 +135,9 @@ pub struct ToolResult {
     /// Where the operator finds the detail (trap, guest stderr) in the diagnostic log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diagnostic_id: Option<String>,
+    /// With `approval_required`: what a human approves (`toolhost approve HANDLE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalNeeded>,
     pub usage: Usage,
 }
 
@@ -134,6 +152,7 @@ impl ToolResult {
             output: Some(output),
             message: "completed".to_string(),
             diagnostic_id: None,
+            approval: None,
             usage,
         }
     }
@@ -148,6 +167,7 @@ impl ToolResult {
             output: None,
             message: message.into(),
             diagnostic_id: None,
+            approval: None,
             usage,
         }
     }

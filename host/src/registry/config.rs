@@ -23,6 +23,15 @@ pub struct Config {
     /// Limits every tool gets unless it overrides them.
     #[serde(default)]
     pub limits: LimitsOverride,
+    /// Limits across the calls of a run and of a host.
+    #[serde(default)]
+    pub run: crate::runtime::guards::RunLimitsConfig,
+    /// How the ledger stores what happened.
+    #[serde(default)]
+    pub ledger: LedgerConfig,
+    /// Who may call what. Without this section every principal may call every tool.
+    #[serde(default)]
+    pub policy: Option<crate::policy::PolicyConfig>,
     /// The components to load.
     #[serde(default, rename = "component")]
     pub components: Vec<ComponentConfig>,
@@ -71,6 +80,45 @@ pub struct ToolConfig {
     /// Replaces the component's network grant for this tool.
     #[serde(default)]
     pub network: Option<NetworkGrant>,
+    /// Whether a human must approve each call (default: only for `destructive` tools).
+    #[serde(default)]
+    pub approval: crate::policy::ApprovalMode,
+    /// Operator refinements of the derived schemas; they can only narrow them.
+    #[serde(default)]
+    pub refine: Refinement,
+}
+
+/// JSON Schema (Draft 2020-12) fragments that narrow a tool's derived schemas, written as TOML.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refinement {
+    /// Narrows the input schema, e.g. `{ properties = { path = { pattern = "^[a-z]+$" } } }`.
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
+    /// Narrows the output schema.
+    #[serde(default)]
+    pub output: Option<serde_json::Value>,
+}
+
+/// The `[ledger]` section.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerConfig {
+    /// `normal` (default: WAL, durable across process crashes) or `full` (also across power loss).
+    #[serde(default)]
+    pub synchronous: Synchronous,
+    /// Record argument content in the audit trail (default false: digests and sizes only).
+    #[serde(default)]
+    pub record_content: bool,
+}
+
+/// SQLite durability level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    #[default]
+    Normal,
+    Full,
 }
 
 /// How much harm a tool can do; drives approval defaults and client hints.
@@ -229,6 +277,7 @@ impl Config {
         let mut config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         config.base_dir = base_dir.to_path_buf();
         config.limits.validate("limits")?;
+        config.run.validate()?;
         for (i, c) in config.components.iter().enumerate() {
             c.limits.validate(&format!("component[{i}].limits"))?;
             for (export, t) in &c.tools {

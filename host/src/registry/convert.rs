@@ -113,7 +113,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 items
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| to_val(&ty, x, &format!("{at}[{i}]")))
+                    .map(|(i, x)| to_val(&ty, x, &format!("{at}/{i}")))
                     .collect::<Result<_, _>>()?,
             )
         }
@@ -132,7 +132,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 items
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| to_val(&ty, x, &format!("{at}[{i}]")))
+                    .map(|(i, x)| to_val(&ty, x, &format!("{at}/{i}")))
                     .collect::<Result<_, _>>()?,
             )
         }
@@ -147,7 +147,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                     .ok_or_else(|| mismatch(at, format!("missing field {:?}", f.name)))?;
                 fields.push((
                     f.name.to_string(),
-                    to_val(&f.ty, x, &format!("{at}.{}", f.name))?,
+                    to_val(&f.ty, x, &format!("{at}/{}", f.name))?,
                 ));
             }
             if let Some(extra) = obj
@@ -172,7 +172,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 t.types()
                     .zip(items)
                     .enumerate()
-                    .map(|(i, (ty, x))| to_val(&ty, x, &format!("{at}[{i}]")))
+                    .map(|(i, (ty, x))| to_val(&ty, x, &format!("{at}/{i}")))
                     .collect::<Result<_, _>>()?,
             )
         }
@@ -202,7 +202,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 (None, None) => Val::Variant(name.to_string(), None),
                 (Some(ty), Some(p)) => Val::Variant(
                     name.to_string(),
-                    Some(Box::new(to_val(ty, p, &format!("{at}.{name}"))?)),
+                    Some(Box::new(to_val(ty, p, &format!("{at}/{name}"))?)),
                 ),
                 (None, Some(_)) => {
                     return Err(mismatch(
@@ -243,9 +243,9 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
             let (k, x) = obj.iter().next().expect("one entry");
             let payload = |ty: Option<Type>, key: &str| -> Result<Option<Box<Val>>, Mismatch> {
                 match ty {
-                    Some(ty) => Ok(Some(Box::new(to_val(&ty, x, &format!("{at}.{key}"))?))),
+                    Some(ty) => Ok(Some(Box::new(to_val(&ty, x, &format!("{at}/{key}"))?))),
                     None if x.is_null() => Ok(None),
-                    None => Err(mismatch(&format!("{at}.{key}"), "expected null")),
+                    None => Err(mismatch(&format!("{at}/{key}"), "expected null")),
                 }
             };
             match k.as_str() {
@@ -263,10 +263,10 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 let name = x
                     .as_str()
                     .and_then(|s| f.names().find(|n| *n == s))
-                    .ok_or_else(|| mismatch(&format!("{at}[{i}]"), "expected a flag name"))?;
+                    .ok_or_else(|| mismatch(&format!("{at}/{i}"), "expected a flag name"))?;
                 if out.iter().any(|o| o == name) {
                     return Err(mismatch(
-                        &format!("{at}[{i}]"),
+                        &format!("{at}/{i}"),
                         format!("flag {name:?} is repeated"),
                     ));
                 }
@@ -329,7 +329,7 @@ pub fn to_json(v: &Val, at: &str) -> Result<Value, Unrepresentable> {
             items
                 .iter()
                 .enumerate()
-                .map(|(i, x)| to_json(x, &format!("{at}[{i}]")))
+                .map(|(i, x)| to_json(x, &format!("{at}/{i}")))
                 .collect::<Result<_, _>>()?,
         ),
         Val::Record(fields) => {
@@ -342,7 +342,7 @@ pub fn to_json(v: &Val, at: &str) -> Result<Value, Unrepresentable> {
         Val::Variant(name, None) | Val::Enum(name) => Value::String(name.clone()),
         Val::Variant(name, Some(p)) => {
             let mut m = Map::new();
-            m.insert(name.clone(), to_json(p, &format!("{at}.{name}"))?);
+            m.insert(name.clone(), to_json(p, &format!("{at}/{name}"))?);
             Value::Object(m)
         }
         Val::Option(None) => Value::Null,
@@ -353,7 +353,7 @@ pub fn to_json(v: &Val, at: &str) -> Result<Value, Unrepresentable> {
                 Err(p) => ("err", p),
             };
             let inner = match payload {
-                Some(p) => to_json(p, &format!("{at}.{key}"))?,
+                Some(p) => to_json(p, &format!("{at}/{key}"))?,
                 None => Value::Null,
             };
             let mut m = Map::new();

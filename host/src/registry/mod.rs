@@ -10,6 +10,7 @@ pub mod convert;
 pub mod docs;
 mod imports;
 pub mod schema;
+pub mod validate;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,13 @@ pub enum RegistryError {
         host: PathBuf,
         problem: String,
     },
+    #[error("{path}: function `{export}`: the {which} schema refinement is not usable: {message}")]
+    Refinement {
+        path: PathBuf,
+        export: String,
+        which: &'static str,
+        message: String,
+    },
     #[error("{path} exports no functions, so it provides no tools")]
     NoTools { path: PathBuf },
     #[error(transparent)]
@@ -99,8 +107,11 @@ pub struct Tool {
     pub input_schema: Value,
     pub output_schema: Value,
     pub risk: Risk,
+    pub approval: crate::policy::ApprovalMode,
     pub limits: Limits,
     pub grant: Grant,
+    pub(crate) input_validator: validate::Validator,
+    pub(crate) output_validator: validate::Validator,
     pub(crate) params: Vec<(String, Type)>,
     pub(crate) result: Option<Type>,
     pub(crate) func: ComponentExportIndex,
@@ -276,6 +287,23 @@ impl Registry {
             };
             let input_schema = schema::input_schema(&f.ty).map_err(unsupported)?;
             let output_schema = schema::output_schema(&f.ty).map_err(unsupported)?;
+            let refined = |which: &'static str, derived: Value, r: &Option<Value>| {
+                let schema = match r {
+                    Some(r) => validate::refine(&derived, r),
+                    None => Ok(derived),
+                };
+                schema
+                    .and_then(|s| validate::Validator::compile(&s).map(|v| (s, v)))
+                    .map_err(|e| RegistryError::Refinement {
+                        path: path.clone(),
+                        export: f.name.clone(),
+                        which,
+                        message: e.to_string(),
+                    })
+            };
+            let (input_schema, input_validator) = refined("input", input_schema, &tc.refine.input)?;
+            let (output_schema, output_validator) =
+                refined("output", output_schema, &tc.refine.output)?;
             let description = f
                 .interface
                 .as_deref()
@@ -291,7 +319,10 @@ impl Registry {
                 description,
                 input_schema,
                 output_schema,
+                input_validator,
+                output_validator,
                 risk: tc.risk.or(c.risk).unwrap_or_default(),
+                approval: tc.approval,
                 limits: component_limits.with(&tc.limits),
                 grant: tool_grants.get(&f.name).unwrap_or(&component_grant).clone(),
                 params: f.ty.params().map(|(n, t)| (n.to_string(), t)).collect(),

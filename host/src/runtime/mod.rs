@@ -1,20 +1,24 @@
 //! The call pipeline: resolve → convert (strict WIT typing) → execute → check output → result.
 //!
-//! Every stage can end the call, and every ending is a [`ToolResult`]; nothing here panics on
-//! input from a model or a guest. (Schema validation, policy, approval and the ledger join the
-//! pipeline in later stages.)
+//! Every stage can end the call, and every ending is a [`ToolResult`] recorded in the ledger;
+//! nothing here panics on input from a model or a guest. The stages are in [`pipeline`].
 
 mod diagnostics;
+pub mod guards;
+pub mod stream_args;
 
-use serde_json::Value;
-use wasmtime::component::types::Type;
+pub mod batch;
+mod pipeline;
+
 use wasmtime::component::Val;
 
-use crate::contract::{Code, ToolCall, ToolResult, Usage};
-use crate::registry::config::Config;
-use crate::registry::convert::{json_size_lower_bound, to_json, to_val};
+use crate::contract::{RunContext, ToolCall, ToolResult};
+use crate::ledger::{Ledger, LedgerOptions};
+use crate::policy::{ApprovalKey, Policy};
+use crate::registry::config::{Config, Synchronous};
 use crate::registry::{engine_settings, Registry, RegistryError, Tool};
-use crate::sandbox::{EpochMode, Execution, Fault, Sandbox};
+use crate::sandbox::{EpochMode, Execution, Sandbox};
+use guards::{Concurrency, RateLimiter, RunBudgets};
 
 pub use diagnostics::Diagnostics;
 
@@ -23,217 +27,133 @@ pub const MAX_INPUT_BYTES: usize = 1 << 20;
 /// Bytes of a guest's own error value shown to the model.
 pub const MAX_TOOL_ERROR_MESSAGE: usize = 2048;
 
-/// Runs calls against a registry in a sandbox.
+/// Runs calls against a registry in a sandbox, with the ledger, policy and guards around them.
 pub struct Runtime {
     pub sandbox: Sandbox,
     pub registry: Registry,
     pub diagnostics: Diagnostics,
+    pub ledger: Ledger,
+    pub policy: Policy,
+    pub(crate) approval_key: ApprovalKey,
+    pub(crate) approval_ttl: u64,
+    pub(crate) budgets: RunBudgets,
+    pub(crate) rate: RateLimiter,
+    pub(crate) concurrency: Concurrency,
+    /// Budgets a new run gets from the config.
+    pub run_budgets: crate::contract::Budgets,
+}
+
+/// Why a runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("cannot open the ledger: {0}")]
+    Ledger(#[from] crate::ledger::LedgerError),
+    #[error("invalid policy: {0}")]
+    Policy(#[from] crate::policy::PolicyError),
 }
 
 impl Runtime {
-    /// Load a config file: engine sized for its limits, every component loaded, diagnostics
-    /// under its data directory.
-    pub fn from_config(
-        path: &std::path::Path,
-        epochs: EpochMode,
-    ) -> Result<Runtime, RegistryError> {
+    /// Load a config file: engine sized for its limits, every component loaded, the ledger
+    /// opened (and calls a previous process left unfinished closed as `outcome_unknown`).
+    pub fn from_config(path: &std::path::Path, epochs: EpochMode) -> Result<Runtime, StartError> {
         let config = Config::load(path)?;
-        let sandbox = Sandbox::new(engine_settings(&config), epochs)?;
+        let sandbox =
+            Sandbox::new(engine_settings(&config), epochs).map_err(RegistryError::from)?;
         let registry = Registry::load(&config, &sandbox)?;
-        let diagnostics = Diagnostics::new(Some(config.data_dir().join("diagnostics.log")));
-        Ok(Runtime::new(sandbox, registry, diagnostics))
-    }
-
-    pub fn new(sandbox: Sandbox, registry: Registry, diagnostics: Diagnostics) -> Self {
-        Runtime {
+        let data = config.data_dir();
+        let ledger = Ledger::open(
+            &data.join("ledger.sqlite"),
+            LedgerOptions {
+                synchronous_full: config.ledger.synchronous == Synchronous::Full,
+                record_content: config.ledger.record_content,
+            },
+        )?;
+        ledger.recover()?;
+        let policy_config = config.policy.clone();
+        let policy = match &policy_config {
+            Some(p) => Policy::from_config(p, &config.base_dir)?,
+            None => Policy::allow_all(),
+        };
+        let (approval_key, approval_ttl) =
+            crate::policy::load_approval_key(policy_config.as_ref(), &config.base_dir, &data)?;
+        let diagnostics = Diagnostics::new(Some(data.join("diagnostics.log")));
+        Ok(Runtime {
             sandbox,
             registry,
             diagnostics,
-        }
+            ledger,
+            policy,
+            approval_key,
+            approval_ttl,
+            budgets: RunBudgets::default(),
+            rate: RateLimiter::new(config.run.rate_per_principal, config.run.rate_burst),
+            concurrency: Concurrency::new(
+                config
+                    .run
+                    .max_concurrent_calls
+                    .unwrap_or(guards::DEFAULT_MAX_CONCURRENT_CALLS),
+            ),
+            run_budgets: config.run.budgets(),
+        })
     }
 
-    /// Run one call through the pipeline.
+    /// What `toolhost approve HANDLE` does: mint the token for an approval handle with this
+    /// host's key. Only an operator with access to the key can do this; a model never can.
+    pub fn mint_approval(&self, handle: &str) -> Result<String, crate::policy::PolicyError> {
+        self.approval_key.mint(handle)
+    }
+
+    /// A run context for this host's default identity, with the configured budgets.
+    pub fn context(&self, principal: &str, tenant: &str) -> RunContext {
+        let mut ctx = RunContext::new(principal, tenant);
+        ctx.budgets = self.run_budgets.clone();
+        ctx
+    }
+
+    /// Run one call in a fresh run of the local principal (no replay across calls).
     pub async fn call(&self, call: &ToolCall) -> ToolResult {
-        let Some(tool) = self.registry.get(&call.name) else {
-            return ToolResult::failed(
-                call,
-                Code::UnknownTool,
-                format!("there is no tool named {:?}", clip(&call.name, 64)),
-                Usage::default(),
-            );
-        };
-        let params = match arguments(tool, &call.arguments) {
-            Ok(p) => p,
-            Err(message) => {
-                return ToolResult::failed(call, Code::InvalidArguments, message, Usage::default())
-            }
-        };
-        let exec = self.execute(tool, &params).await;
-        self.finish(call, tool, exec)
+        let ctx = self.context("local", "default");
+        self.run_call(&ctx, call, None).await
     }
 
     /// The execution stage alone: run `tool` with already converted parameters.
     pub async fn execute(&self, tool: &Tool, params: &[Val]) -> Execution {
+        let ctx = self.context("local", "default");
+        self.execute_in(&ctx, tool, params).await
+    }
+
+    /// Execute under the tool's limits, shortened to the run's deadline, cancellable by the run.
+    pub(crate) async fn execute_in(
+        &self,
+        ctx: &RunContext,
+        tool: &Tool,
+        params: &[Val],
+    ) -> Execution {
+        let mut limits = tool.limits;
+        if let Some(d) = ctx.deadline {
+            let left = d.saturating_duration_since(std::time::Instant::now());
+            limits.deadline = limits
+                .deadline
+                .min(left.max(std::time::Duration::from_millis(1)));
+        }
+        let cancel = ctx.cancel.child_token();
         self.sandbox
             .execute(
                 &tool.pre,
                 &tool.func,
                 params,
                 usize::from(tool.result.is_some()),
-                &tool.limits,
+                &limits,
                 &tool.grant,
+                &cancel,
             )
             .await
     }
-
-    fn finish(&self, call: &ToolCall, tool: &Tool, exec: Execution) -> ToolResult {
-        let mut usage = Usage {
-            fuel_consumed: exec.fuel_consumed,
-            wall_ms: exec.wall.as_millis() as u64,
-            memory_peak_bytes: exec.memory_peak_bytes,
-            output_bytes: exec.stdio_bytes,
-        };
-        let results = match exec.outcome {
-            Ok(r) => r,
-            Err(fault) => {
-                let (code, message, detail) = match fault {
-                    Fault::FuelExhausted => (
-                        Code::FuelExhausted,
-                        "the tool used up its compute budget",
-                        None,
-                    ),
-                    Fault::DeadlineExceeded => (
-                        Code::DeadlineExceeded,
-                        "the tool did not finish within its time limit",
-                        None,
-                    ),
-                    Fault::MemoryExceeded => (
-                        Code::MemoryExceeded,
-                        "the tool exceeded its memory limit",
-                        None,
-                    ),
-                    Fault::OutputTooLarge => (
-                        Code::OutputTooLarge,
-                        "the tool produced more output than it is allowed",
-                        None,
-                    ),
-                    Fault::Trap { detail } => (Code::GuestTrap, "the tool crashed", Some(detail)),
-                    Fault::Setup { detail } => (
-                        Code::HostError,
-                        "the host could not run the tool",
-                        Some(detail),
-                    ),
-                };
-                let mut r = ToolResult::failed(call, code, message, usage);
-                if detail.is_some() || !exec.stderr.is_empty() {
-                    let detail = detail.unwrap_or_else(|| code.to_string());
-                    r.diagnostic_id = Some(self.diagnostics.record(
-                        tool.name.as_str(),
-                        &call.call_id,
-                        &detail,
-                        &exec.stderr,
-                    ));
-                }
-                return r;
-            }
-        };
-        if results.iter().map(json_size_lower_bound).sum::<u64>() > tool.limits.output_bytes {
-            return ToolResult::failed(
-                call,
-                Code::OutputTooLarge,
-                "the tool returned more output than it is allowed",
-                usage,
-            );
-        }
-        let value = match (results.into_iter().next(), &tool.result) {
-            (None, _) => Ok(Value::Null),
-            (Some(Val::Result(r)), Some(Type::Result(_))) => match r {
-                Ok(ok) => ok.map_or(Ok(Value::Null), |v| to_json(&v, "output")),
-                Err(err) => {
-                    let rendered = match err.map(|v| to_json(&v, "error")) {
-                        Some(Ok(Value::String(s))) => s,
-                        Some(Ok(v)) => v.to_string(),
-                        Some(Err(_)) | None => "no detail".to_string(),
-                    };
-                    return ToolResult::failed(
-                        call,
-                        Code::ToolError,
-                        format!(
-                            "the tool reported an error: {}",
-                            clip(&rendered, MAX_TOOL_ERROR_MESSAGE)
-                        ),
-                        usage,
-                    );
-                }
-            },
-            (Some(v), _) => to_json(&v, "output"),
-        };
-        let value = match value {
-            Ok(v) => v,
-            Err(e) => {
-                let mut r = ToolResult::failed(
-                    call,
-                    Code::InvalidOutput,
-                    "the tool returned a value that has no JSON form",
-                    usage,
-                );
-                r.diagnostic_id = Some(self.diagnostics.record(
-                    tool.name.as_str(),
-                    &call.call_id,
-                    &e.to_string(),
-                    &exec.stderr,
-                ));
-                return r;
-            }
-        };
-        let size = serde_json::to_vec(&value)
-            .map(|v| v.len() as u64)
-            .unwrap_or(u64::MAX);
-        usage.output_bytes = usage.output_bytes.saturating_add(size);
-        if size > tool.limits.output_bytes {
-            return ToolResult::failed(
-                call,
-                Code::OutputTooLarge,
-                "the tool returned more output than it is allowed",
-                usage,
-            );
-        }
-        ToolResult::completed(call, value, usage)
-    }
 }
 
-/// The validated parameters of a call, in WIT order, or a model-safe reason why not.
-fn arguments(tool: &Tool, args: &Value) -> Result<Vec<Val>, String> {
-    let size = serde_json::to_vec(args)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
-    if size > MAX_INPUT_BYTES {
-        return Err(format!(
-            "the arguments are larger than {MAX_INPUT_BYTES} bytes"
-        ));
-    }
-    let obj = args
-        .as_object()
-        .ok_or_else(|| "the arguments must be a JSON object".to_string())?;
-    if let Some(extra) = obj
-        .keys()
-        .find(|k| !tool.params.iter().any(|(n, _)| n == *k))
-    {
-        return Err(format!("unexpected argument {:?}", clip(extra, 64)));
-    }
-    tool.params
-        .iter()
-        .map(|(name, ty)| {
-            let v = obj
-                .get(name)
-                .ok_or_else(|| format!("missing argument {name:?}"))?;
-            to_val(ty, v, &format!("arguments.{name}"))
-                .map_err(|e| clip(&e.to_string(), 512).to_string())
-        })
-        .collect()
-}
-
-fn clip(s: &str, max: usize) -> &str {
+pub(crate) fn clip(s: &str, max: usize) -> &str {
     let mut end = s.len().min(max);
     while !s.is_char_boundary(end) {
         end -= 1;

@@ -1,10 +1,11 @@
-//! Runs one call: a fresh store and instance, fuel, an epoch deadline and an async wall-clock
-//! timeout, the memory and table limiter, captured output — and says which limit ended it.
+//! Runs one call: a fresh store and instance, fuel, an epoch deadline (checked every tick, which
+//! also yields so cancellation is seen) and an async wall-clock timeout, the memory and table limiter, captured output — and says which limit ended it.
 
 use std::time::{Duration, Instant};
 
+use tokio_util::sync::CancellationToken;
 use wasmtime::component::{ComponentExportIndex, InstancePre, ResourceTable, Val};
-use wasmtime::{Store, Trap};
+use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi_http::WasiHttpCtx;
 
 use super::engine::{deadline_ticks, EPOCH_TICK};
@@ -21,6 +22,8 @@ pub enum Fault {
     DeadlineExceeded,
     MemoryExceeded,
     OutputTooLarge,
+    /// The caller cancelled the call after it started.
+    Cancelled,
     /// The guest trapped (panic, stack overflow, unreachable, ...). Operator detail only.
     Trap {
         detail: String,
@@ -51,6 +54,7 @@ const TIMEOUT_GRACE: Duration = Duration::from_millis(2 * EPOCH_TICK.as_millis()
 
 impl Sandbox {
     /// Instantiate `pre` in a fresh store and call `func` with `params` under `limits`.
+    #[allow(clippy::too_many_arguments)] // each is one independent input of the call
     pub async fn execute(
         &self,
         pre: &InstancePre<CallState>,
@@ -59,6 +63,7 @@ impl Sandbox {
         result_count: usize,
         limits: &Limits,
         grant: &Grant,
+        cancel: &CancellationToken,
     ) -> Execution {
         let started = Instant::now();
         let (wasi, captured) = match build_wasi(grant, limits.output_bytes) {
@@ -78,8 +83,19 @@ impl Sandbox {
         if let Err(e) = store.set_fuel(limits.fuel) {
             return setup_failure(SandboxError::Prepare(format!("{e:#}")), started);
         }
-        store.set_epoch_deadline(deadline_ticks(limits.deadline));
-        store.epoch_deadline_trap();
+        // Every tick: stop when cancelled or out of ticks, otherwise yield to the executor so
+        // the async timeout and cancellation are observed even while the guest computes.
+        let mut remaining = deadline_ticks(limits.deadline);
+        let stop = cancel.clone();
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            remaining = remaining.saturating_sub(1);
+            if stop.is_cancelled() || remaining == 0 {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
 
         let run = async {
             let instance = pre.instantiate_async(&mut store).await?;
@@ -90,17 +106,22 @@ impl Sandbox {
             f.call_async(&mut store, params, &mut results).await?;
             Ok::<_, wasmtime::Error>(results)
         };
-        let timed = tokio::time::timeout(limits.deadline + TIMEOUT_GRACE, run).await;
+        let timed = tokio::select! {
+            t = tokio::time::timeout(limits.deadline + TIMEOUT_GRACE, run) => Some(t),
+            _ = cancel.cancelled() => None,
+        };
         let wall = started.elapsed();
 
         let stdio_bytes = captured.len();
         let over_output = stdio_bytes > limits.output_bytes;
         let state = store.data();
         let outcome = match timed {
-            Err(_elapsed) => Err(Fault::DeadlineExceeded),
-            Ok(_) if over_output => Err(Fault::OutputTooLarge),
-            Ok(Ok(results)) => Ok(results),
-            Ok(Err(e)) => Err(classify(&e, &state.limiter)),
+            None => Err(Fault::Cancelled),
+            Some(Err(_elapsed)) => Err(Fault::DeadlineExceeded),
+            Some(Ok(_)) if over_output => Err(Fault::OutputTooLarge),
+            Some(Ok(Ok(results))) => Ok(results),
+            Some(Ok(Err(_))) if cancel.is_cancelled() => Err(Fault::Cancelled),
+            Some(Ok(Err(e))) => Err(classify(&e, &state.limiter)),
         };
         let fuel_left = store.get_fuel().unwrap_or(0);
         let state = store.into_data();

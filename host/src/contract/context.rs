@@ -1,0 +1,51 @@
+//! The trusted context of a run: who is calling, for which tenant, until when, with which
+//! budgets — built by a frontend from what it authenticated, never from tool arguments.
+
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+/// Limits that span the calls of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Budgets {
+    /// Most tool calls the run may admit in total (`None`: unlimited).
+    pub max_calls: Option<u64>,
+    /// Most calls of any one tool (`None`: unlimited).
+    pub max_calls_per_tool: Option<u64>,
+}
+
+/// Who runs calls, and under which bounds. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    /// Groups the calls of one agent run; call ids are unique within it.
+    pub run_id: String,
+    /// The authenticated caller.
+    pub principal: String,
+    /// The tenant the caller acts for.
+    pub tenant: String,
+    /// No call of this run starts after this instant, and running calls are stopped at it.
+    pub deadline: Option<Instant>,
+    /// Cancelling it cancels every call of the run.
+    pub cancel: CancellationToken,
+    pub budgets: Budgets,
+}
+
+impl RunContext {
+    /// A context with a fresh run id, no deadline and no budgets.
+    pub fn new(principal: impl Into<String>, tenant: impl Into<String>) -> Self {
+        RunContext {
+            run_id: format!("run-{}", uuid::Uuid::new_v4().simple()),
+            principal: principal.into(),
+            tenant: tenant.into(),
+            deadline: None,
+            cancel: CancellationToken::new(),
+            budgets: Budgets::default(),
+        }
+    }
+
+    /// The same context with another run id.
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = run_id.into();
+        self
+    }
+}

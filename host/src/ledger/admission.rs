@@ -1,0 +1,364 @@
+//! Stage 1 and stage 9: admission, the start mark, the one terminal outcome, and recovery.
+//!
+//! A call's life in the `calls` table: `admitted` → (`started`) → `finished`. `finished` and the
+//! call's row in `outcomes` are written in one transaction, and `outcomes` is keyed by the call,
+//! so a call has at most one terminal outcome whatever happens. A call is never admitted twice:
+//! a retry with the same arguments replays the recorded outcome (or learns that the call is
+//! still running); a retry with other arguments is a conflict and leaves the original alone.
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::audit::append_event;
+use super::codec::{decode_result, status_str, to_sql_u64};
+use super::{digest_bytes, now_ms, Ledger, LedgerError};
+use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
+
+/// The model-safe message of a call that recovery closed.
+pub const OUTCOME_UNKNOWN_MESSAGE: &str =
+    "the host stopped before this call finished; its effect is unknown";
+
+/// What admission decided for a `(run_id, call_id)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// A new call: run it. `seq` is its admission order across the ledger (from 1).
+    New { seq: i64 },
+    /// The same call (same tool, same argument digest) already ended: return this recorded
+    /// result exactly, and do not run it again.
+    Replay(ToolResult),
+    /// The same call was admitted and has no outcome yet: it is running (or a host stopped
+    /// while running it and `recover` has not closed it yet). Do not run it again.
+    InFlight,
+    /// The id was reused with another tool or other arguments. The caller answers this
+    /// proposal with `failed`/`duplicate_call_id` **without calling `finish`**: the id's record
+    /// belongs to the original call, which is left unchanged. The ledger has already appended
+    /// an `admit`/`conflict` event to the original call.
+    Conflict,
+}
+
+impl Ledger {
+    /// Admit `(run_id, call_id)` in one `BEGIN IMMEDIATE` transaction. See [`Admission`].
+    ///
+    /// `args_digest` is the caller's digest of the canonical arguments (e.g. [`digest_bytes`]
+    /// of their JCS form) and `args_size` the size of those bytes; the ledger never sees the
+    /// arguments themselves. The decision is appended to the call's events (stage `admit`), in
+    /// the same transaction.
+    pub fn admit(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        tool: &str,
+        args_digest: &str,
+        args_size: u64,
+    ) -> Result<Admission, LedgerError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let now = now_ms();
+        let existing = tx
+            .prepare_cached(
+                "SELECT c.tool, c.args_digest, o.result_json
+                 FROM calls c
+                 LEFT JOIN outcomes o ON o.run_id = c.run_id AND o.call_id = c.call_id
+                 WHERE c.run_id = ?1 AND c.call_id = ?2",
+            )?
+            .query_row(params![run_id, call_id], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                ))
+            })
+            .optional()?;
+
+        let admission = match existing {
+            None => {
+                let seq: i64 = tx
+                    .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM calls")?
+                    .query_row([], |row| row.get(0))?;
+                tx.prepare_cached(
+                    "INSERT INTO calls
+                       (run_id, call_id, seq, tool, args_digest, args_size, state, admitted_at_ms,
+                        owner)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'admitted', ?7, ?8)",
+                )?
+                .execute(params![
+                    run_id,
+                    call_id,
+                    seq,
+                    tool,
+                    args_digest,
+                    to_sql_u64(args_size),
+                    now,
+                    self.lease.owner()
+                ])?;
+                let detail = format!("arguments sha256 {args_digest}, {args_size} bytes");
+                append_event(&tx, run_id, call_id, now, "admit", "new", &detail)?;
+                Admission::New { seq }
+            }
+            Some((old_tool, old_digest, _)) if old_tool != tool || old_digest != args_digest => {
+                let detail = format!(
+                    "call id reused for tool {tool:?} with arguments sha256 {args_digest}, \
+                     {args_size} bytes (admitted: tool {old_tool:?}, sha256 {old_digest}); \
+                     refused as duplicate_call_id, this call unchanged"
+                );
+                append_event(&tx, run_id, call_id, now, "admit", "conflict", &detail)?;
+                Admission::Conflict
+            }
+            Some((_, _, Some(result_json))) => {
+                let result = decode_result(&result_json)?;
+                let detail = "same call again; answered from its recorded outcome, not re-run";
+                append_event(&tx, run_id, call_id, now, "admit", "replay", detail)?;
+                Admission::Replay(result)
+            }
+            Some((_, _, None)) => {
+                // A duplicate may poll admit until the original ends: one event per streak.
+                let last: Option<(String, String)> = tx
+                    .prepare_cached(
+                        "SELECT stage, decision FROM events WHERE run_id = ?1 AND call_id = ?2
+                         ORDER BY id DESC LIMIT 1",
+                    )?
+                    .query_row(params![run_id, call_id], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .optional()?;
+                if !matches!(&last, Some((s, d)) if s == "admit" && d == "in_flight") {
+                    let detail = "same call again while it has no outcome yet; not run twice";
+                    append_event(&tx, run_id, call_id, now, "admit", "in_flight", detail)?;
+                }
+                Admission::InFlight
+            }
+        };
+        tx.commit()?;
+        Ok(admission)
+    }
+
+    /// The recorded terminal result of a call, if it has one. Read-only: a duplicate that got
+    /// [`Admission::InFlight`] can poll this for the original's outcome without appending
+    /// audit events. `UnknownCall` if the call was never admitted.
+    pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
+        let conn = self.conn();
+        let row: Option<Option<String>> = conn
+            .prepare_cached(
+                "SELECT o.result_json FROM calls c
+                 LEFT JOIN outcomes o ON o.run_id = c.run_id AND o.call_id = c.call_id
+                 WHERE c.run_id = ?1 AND c.call_id = ?2",
+            )?
+            .query_row(params![run_id, call_id], |row| row.get(0))
+            .optional()?;
+        match row {
+            None => Err(LedgerError::unknown(run_id, call_id)),
+            Some(json) => json.as_deref().map(decode_result).transpose(),
+        }
+    }
+
+    /// Mark an admitted call `started`, right before the sandbox runs it. Marking a started
+    /// call again is a no-op; a finished call is `AlreadyFinished`, an unknown one `UnknownCall`.
+    pub fn mark_started(&self, run_id: &str, call_id: &str) -> Result<(), LedgerError> {
+        let conn = self.conn();
+        let changed = conn
+            .prepare_cached(
+                "UPDATE calls SET state = 'started', started_at_ms = ?3
+                 WHERE run_id = ?1 AND call_id = ?2 AND state = 'admitted'",
+            )?
+            .execute(params![run_id, call_id, now_ms()])?;
+        if changed == 1 {
+            return Ok(());
+        }
+        match call_state(&conn, run_id, call_id)? {
+            None => Err(LedgerError::unknown(run_id, call_id)),
+            Some(state) if state == "finished" => Err(LedgerError::finished(run_id, call_id)),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Record the one terminal outcome of an admitted call and commit it before returning.
+    ///
+    /// Stores the summary (status, code, message, output digest and size, usage) and the whole
+    /// `result` for replay. A second `finish` for the same call is `AlreadyFinished` and changes
+    /// nothing; `result.call_id` must be `call_id` (`ResultMismatch`), since replay returns the
+    /// stored result as is. Appends a `record` event.
+    pub fn finish(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        result: &ToolResult,
+    ) -> Result<(), LedgerError> {
+        if result.call_id != call_id {
+            return Err(LedgerError::ResultMismatch {
+                run_id: run_id.to_owned(),
+                call_id: call_id.to_owned(),
+                result_call_id: result.call_id.clone(),
+            });
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let now = now_ms();
+        if call_state(&tx, run_id, call_id)?.is_none() {
+            return Err(LedgerError::unknown(run_id, call_id));
+        }
+        let detail = close_call(&tx, run_id, call_id, result, now)?;
+        append_event(
+            &tx,
+            run_id,
+            call_id,
+            now,
+            "record",
+            status_str(result.status),
+            &detail,
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Close every call a previous process left `admitted` or `started` as `outcome_unknown`
+    /// (no code, [`OUTCOME_UNKNOWN_MESSAGE`]), with a `recover` event each, and return their
+    /// `(run_id, call_id)` in admission order. Such a call is never run again: admitting it
+    /// again replays the `outcome_unknown` result.
+    ///
+    /// Call it at startup, before serving, and only when no other live process writes to this
+    /// ledger file: it cannot tell a call that a dead host left open from one that another
+    /// host is running right now.
+    pub fn recover(&self) -> Result<Vec<(String, String)>, LedgerError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let now = now_ms();
+        let open: Vec<(String, String, String, String, Option<String>)> = tx
+            .prepare(
+                "SELECT c.run_id, c.call_id, c.tool, c.state, c.owner FROM calls c
+                 WHERE c.state <> 'finished'
+                   AND NOT EXISTS (SELECT 1 FROM outcomes o
+                                   WHERE o.run_id = c.run_id AND o.call_id = c.call_id)
+                 ORDER BY c.seq",
+            )?
+            .query_map([], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut closed = Vec::with_capacity(open.len());
+        let mut dead = std::collections::HashSet::new();
+        for (run_id, call_id, tool, state, owner) in open {
+            // A call whose host still holds its lease is running, not lost.
+            if let Some(owner) = &owner {
+                if self.lease.is_alive(owner) {
+                    continue;
+                }
+                dead.insert(owner.clone());
+            }
+            let result = outcome_unknown(&call_id, tool);
+            close_call(&tx, &run_id, &call_id, &result, now)?;
+            let detail = format!(
+                "the host stopped while this call was {state}; closed as outcome_unknown, \
+                 never re-run"
+            );
+            append_event(
+                &tx,
+                &run_id,
+                &call_id,
+                now,
+                "recover",
+                "outcome_unknown",
+                &detail,
+            )?;
+            closed.push((run_id, call_id));
+        }
+        tx.commit()?;
+        for owner in dead {
+            self.lease.forget(&owner);
+        }
+        Ok(closed)
+    }
+}
+
+/// The result recovery records for a call the host lost track of.
+fn outcome_unknown(call_id: &str, tool: String) -> ToolResult {
+    let call = ToolCall {
+        call_id: call_id.to_owned(),
+        name: tool,
+        arguments: serde_json::Value::Null,
+    };
+    // Built from the contract's constructor so that fields added later get their defaults.
+    let mut result = ToolResult::failed(
+        &call,
+        Code::HostError,
+        OUTCOME_UNKNOWN_MESSAGE,
+        Usage::default(),
+    );
+    result.status = Status::OutcomeUnknown;
+    result.code = None;
+    result
+}
+
+/// The state of a call, if it was admitted.
+fn call_state(
+    conn: &Connection,
+    run_id: &str,
+    call_id: &str,
+) -> Result<Option<String>, LedgerError> {
+    Ok(conn
+        .prepare_cached("SELECT state FROM calls WHERE run_id = ?1 AND call_id = ?2")?
+        .query_row(params![run_id, call_id], |row| row.get(0))
+        .optional()?)
+}
+
+/// Insert the outcome of an admitted call and mark it finished; `AlreadyFinished` (and no
+/// change) if it has one. Returns the content-free summary for the `record` event.
+fn close_call(
+    conn: &Connection,
+    run_id: &str,
+    call_id: &str,
+    result: &ToolResult,
+    now: i64,
+) -> Result<String, LedgerError> {
+    let result_json = serde_json::to_string(result)?;
+    let output = match &result.output {
+        Some(out) => {
+            // The same bytes and digest as `ToolResult::ledger_summary`.
+            let bytes = serde_json::to_vec(out)?;
+            Some((digest_bytes(&bytes), bytes.len() as u64))
+        }
+        None => None,
+    };
+    let u = &result.usage;
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO outcomes
+               (run_id, call_id, status, code, message, diagnostic_id, output_digest, output_size,
+                fuel_consumed, wall_ms, memory_peak_bytes, output_bytes, result_json,
+                recorded_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+             ON CONFLICT (run_id, call_id) DO NOTHING",
+        )?
+        .execute(params![
+            run_id,
+            call_id,
+            status_str(result.status),
+            result.code.map(|c| c.as_str()),
+            result.message,
+            result.diagnostic_id,
+            output.as_ref().map(|(d, _)| d.as_str()),
+            output.as_ref().map(|(_, n)| to_sql_u64(*n)),
+            to_sql_u64(u.fuel_consumed),
+            to_sql_u64(u.wall_ms),
+            to_sql_u64(u.memory_peak_bytes),
+            to_sql_u64(u.output_bytes),
+            result_json,
+            now,
+        ])
+        .map_err(|e| LedgerError::for_call(e, run_id, call_id))?;
+    if inserted == 0 {
+        return Err(LedgerError::finished(run_id, call_id));
+    }
+    conn.prepare_cached("UPDATE calls SET state = 'finished' WHERE run_id = ?1 AND call_id = ?2")?
+        .execute(params![run_id, call_id])?;
+
+    let code = result.code.map(|c| c.as_str()).unwrap_or("none");
+    Ok(match output {
+        Some((digest, size)) => format!("code {code}; output sha256 {digest}, {size} bytes"),
+        None => format!("code {code}; no output"),
+    })
+}

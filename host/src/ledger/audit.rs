@@ -1,0 +1,304 @@
+//! The audit trail: stage decisions, optional argument content, model-step transcript, and the
+//! listing behind `toolhost ledger [--run RUN]`.
+//!
+//! `admit`, `finish` and `recover` append their own events (stages `admit`, `record`,
+//! `recover`); the runtime appends one per stage in between (`resolve`, `validate`,
+//! `authorize`, `approve`, `limit`, `execute`, `check`). An event's `detail` is operator text —
+//! the rule that matched, a digest, a size — and never argument content.
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, Row};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::codec::{from_sql_u64, parse_code, parse_name, to_sql_u64};
+use super::{now_ms, Ledger, LedgerError};
+use crate::contract::{Code, Status, Usage};
+
+/// Where a call is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// Admitted, not yet handed to the sandbox (or stopped by an earlier stage).
+    Admitted,
+    /// Handed to the sandbox.
+    Started,
+    /// Has its one terminal outcome.
+    Finished,
+}
+
+/// One stage decision about a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Unix milliseconds.
+    pub at_ms: i64,
+    pub stage: String,
+    pub decision: String,
+    pub detail: String,
+}
+
+/// One call as the ledger knows it: admission, outcome summary and events in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// Admission order across the ledger.
+    pub seq: i64,
+    pub run_id: String,
+    pub call_id: String,
+    pub tool: String,
+    pub state: CallState,
+    /// `None` until the call has its terminal outcome.
+    pub status: Option<Status>,
+    pub code: Option<Code>,
+    pub message: Option<String>,
+    pub diagnostic_id: Option<String>,
+    pub args_digest: String,
+    pub args_size: u64,
+    pub output_digest: Option<String>,
+    pub output_size: Option<u64>,
+    pub usage: Option<Usage>,
+    pub admitted_at_ms: i64,
+    pub started_at_ms: Option<i64>,
+    pub finished_at_ms: Option<i64>,
+    /// The arguments, only if they were recorded with content recording on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    pub events: Vec<EventRecord>,
+}
+
+/// One model step of an agent run, by digest and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptEntry {
+    pub run_id: String,
+    pub step: u32,
+    pub kind: String,
+    pub digest: String,
+    pub size: u64,
+    pub at_ms: i64,
+}
+
+/// Append an event inside the caller's transaction (or on its own).
+pub(crate) fn append_event(
+    conn: &Connection,
+    run_id: &str,
+    call_id: &str,
+    at_ms: i64,
+    stage: &str,
+    decision: &str,
+    detail: &str,
+) -> Result<(), LedgerError> {
+    conn.prepare_cached(
+        "INSERT INTO events (run_id, call_id, at_ms, stage, decision, detail)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![run_id, call_id, at_ms, stage, decision, detail])
+    .map_err(|e| LedgerError::for_call(e, run_id, call_id))?;
+    Ok(())
+}
+
+impl Ledger {
+    /// Append one stage decision to an admitted call's audit trail (`UnknownCall` otherwise).
+    /// `detail` is operator text — never argument content unless content recording is on.
+    pub fn event(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        stage: &str,
+        decision: &str,
+        detail: &str,
+    ) -> Result<(), LedgerError> {
+        let conn = self.conn();
+        append_event(&conn, run_id, call_id, now_ms(), stage, decision, detail)
+    }
+
+    /// Store an admitted call's arguments, only if the ledger was opened with
+    /// [`record_content`](super::LedgerOptions::record_content); otherwise do nothing. Returns
+    /// whether they were stored. The first recording of a call's arguments is kept.
+    pub fn record_content(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        arguments: &Value,
+    ) -> Result<bool, LedgerError> {
+        if !self.options.record_content {
+            return Ok(false);
+        }
+        let json = serde_json::to_string(arguments)?;
+        let conn = self.conn();
+        let n = conn
+            .prepare_cached(
+                "INSERT INTO call_content (run_id, call_id, arguments_json, recorded_at_ms)
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, call_id) DO NOTHING",
+            )?
+            .execute(params![run_id, call_id, json, now_ms()])
+            .map_err(|e| LedgerError::for_call(e, run_id, call_id))?;
+        Ok(n == 1)
+    }
+
+    /// Append one model step of an agent run (e.g. `kind` "request" or "response") by its
+    /// digest and size.
+    pub fn transcript(
+        &self,
+        run_id: &str,
+        step: u32,
+        kind: &str,
+        digest: &str,
+        size: u64,
+    ) -> Result<(), LedgerError> {
+        let conn = self.conn();
+        conn.prepare_cached(
+            "INSERT INTO transcript (run_id, step, kind, digest, size, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            run_id,
+            step,
+            kind,
+            digest,
+            to_sql_u64(size),
+            now_ms()
+        ])?;
+        Ok(())
+    }
+
+    /// The transcript of a run, by step and then append order.
+    pub fn transcript_entries(&self, run_id: &str) -> Result<Vec<TranscriptEntry>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT run_id, step, kind, digest, size, at_ms FROM transcript
+             WHERE run_id = ?1 ORDER BY step, id",
+        )?;
+        let rows = stmt.query_map([run_id], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, u32>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, i64>(4)?,
+                row.get::<_, i64>(5)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (run_id, step, kind, digest, size, at_ms) = row?;
+            out.push(TranscriptEntry {
+                run_id,
+                step,
+                kind,
+                digest,
+                size: from_sql_u64("transcript size", size)?,
+                at_ms,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every call (of one run, or of all), in admission order, each with its events in order.
+    /// Read in one snapshot, so the events match the calls.
+    pub fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let filter = if run.is_some() {
+            "WHERE c.run_id = ?1"
+        } else {
+            "WHERE ?1 IS NULL"
+        };
+
+        let sql = format!(
+            "SELECT c.seq, c.run_id, c.call_id, c.tool, c.state, c.args_digest, c.args_size,
+                    c.admitted_at_ms, c.started_at_ms,
+                    o.status, o.code, o.message, o.diagnostic_id, o.output_digest, o.output_size,
+                    o.fuel_consumed, o.wall_ms, o.memory_peak_bytes, o.output_bytes,
+                    o.recorded_at_ms, cc.arguments_json
+             FROM calls c
+             LEFT JOIN outcomes o ON o.run_id = c.run_id AND o.call_id = c.call_id
+             LEFT JOIN call_content cc ON cc.run_id = c.run_id AND cc.call_id = c.call_id
+             {filter} ORDER BY c.seq"
+        );
+        let mut records = Vec::new();
+        {
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let mut rows = stmt.query([run])?;
+            while let Some(row) = rows.next()? {
+                records.push(call_record(row)?);
+            }
+        }
+
+        let index: HashMap<i64, usize> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.seq, i))
+            .collect();
+        let sql = format!(
+            "SELECT c.seq, e.at_ms, e.stage, e.decision, e.detail
+             FROM events e JOIN calls c ON c.run_id = e.run_id AND c.call_id = e.call_id
+             {filter} ORDER BY c.seq, e.id"
+        );
+        {
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let mut rows = stmt.query([run])?;
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                let event = EventRecord {
+                    at_ms: row.get(1)?,
+                    stage: row.get(2)?,
+                    decision: row.get(3)?,
+                    detail: row.get(4)?,
+                };
+                if let Some(&i) = index.get(&seq) {
+                    records[i].events.push(event);
+                }
+            }
+        }
+        Ok(records)
+    }
+}
+
+/// One row of the call listing query (see [`Ledger::calls`]).
+fn call_record(row: &Row<'_>) -> Result<CallRecord, LedgerError> {
+    let state: String = row.get(4)?;
+    let status: Option<String> = row.get(9)?;
+    let code: Option<String> = row.get(10)?;
+    let output_size: Option<i64> = row.get(14)?;
+    let usage = match status {
+        Some(_) => Some(Usage {
+            fuel_consumed: from_sql_u64("fuel", row.get(15)?)?,
+            wall_ms: from_sql_u64("wall_ms", row.get(16)?)?,
+            memory_peak_bytes: from_sql_u64("memory peak", row.get(17)?)?,
+            output_bytes: from_sql_u64("output bytes", row.get(18)?)?,
+        }),
+        None => None,
+    };
+    let arguments: Option<String> = row.get(20)?;
+    Ok(CallRecord {
+        seq: row.get(0)?,
+        run_id: row.get(1)?,
+        call_id: row.get(2)?,
+        tool: row.get(3)?,
+        state: parse_name("call state", &state)?,
+        status: status
+            .as_deref()
+            .map(|s| parse_name("status", s))
+            .transpose()?,
+        code: parse_code(code.as_deref())?,
+        message: row.get(11)?,
+        diagnostic_id: row.get(12)?,
+        args_digest: row.get(5)?,
+        args_size: from_sql_u64("args size", row.get(6)?)?,
+        output_digest: row.get(13)?,
+        output_size: output_size
+            .map(|n| from_sql_u64("output size", n))
+            .transpose()?,
+        usage,
+        admitted_at_ms: row.get(7)?,
+        started_at_ms: row.get(8)?,
+        finished_at_ms: row.get(19)?,
+        arguments: arguments
+            .map(|a| {
+                serde_json::from_str(&a)
+                    .map_err(|e| LedgerError::Corrupt(format!("stored arguments: {e}")))
+            })
+            .transpose()?,
+        events: Vec::new(),
+    })
+}

@@ -1,0 +1,71 @@
+//! How contract values map to SQL columns and back: statuses and codes as their stable
+//! snake_case names, unsigned sizes as SQLite integers, the replay result as JSON.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::LedgerError;
+use crate::contract::{Code, Status, ToolResult};
+
+/// The stored name of a status (the same as its serialized name).
+pub(crate) fn status_str(status: Status) -> &'static str {
+    match status {
+        Status::Completed => "completed",
+        Status::Failed => "failed",
+        Status::Cancelled => "cancelled",
+        Status::OutcomeUnknown => "outcome_unknown",
+    }
+}
+
+/// A status or code back from its stored snake_case name.
+pub(crate) fn parse_name<T: DeserializeOwned>(what: &str, name: &str) -> Result<T, LedgerError> {
+    serde_json::from_value(Value::String(name.to_owned()))
+        .map_err(|_| LedgerError::Corrupt(format!("unknown {what} {name:?}")))
+}
+
+/// An optional stored code.
+pub(crate) fn parse_code(name: Option<&str>) -> Result<Option<Code>, LedgerError> {
+    name.map(|n| parse_name("code", n)).transpose()
+}
+
+/// A size or counter as a SQLite integer (saturating: SQLite integers are signed 64-bit).
+pub(crate) fn to_sql_u64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A stored size or counter back as `u64`.
+pub(crate) fn from_sql_u64(what: &str, v: i64) -> Result<u64, LedgerError> {
+    u64::try_from(v).map_err(|_| LedgerError::Corrupt(format!("negative {what} {v}")))
+}
+
+/// The replay result back from its stored JSON.
+pub(crate) fn decode_result(json: &str) -> Result<ToolResult, LedgerError> {
+    serde_json::from_str(json)
+        .map_err(|e| LedgerError::Corrupt(format!("stored result does not decode: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every status and code round-trips through its stored name.
+    #[test]
+    fn names_round_trip() {
+        for s in [
+            Status::Completed,
+            Status::Failed,
+            Status::Cancelled,
+            Status::OutcomeUnknown,
+        ] {
+            assert_eq!(parse_name::<Status>("status", status_str(s)).unwrap(), s);
+        }
+        for c in [
+            Code::DuplicateCallId,
+            Code::CancelledAfterStart,
+            Code::HostError,
+        ] {
+            assert_eq!(parse_code(Some(c.as_str())).unwrap(), Some(c));
+        }
+        assert!(parse_code(Some("no_such_code")).is_err());
+    }
+}

@@ -1,0 +1,79 @@
+//! [`LedgerError`]: every way a ledger operation can fail.
+//!
+//! A ledger error is an operator problem (a broken file, a misuse of the API), never something
+//! to show a model: the runtime turns it into a `host_error` result and logs the detail.
+
+/// Why a ledger operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// SQLite refused the operation (I/O error, busy past the timeout, constraint, ...).
+    #[error("ledger database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+
+    /// The ledger's directory could not be created.
+    #[error("ledger directory: {0}")]
+    Io(#[from] std::io::Error),
+
+    /// A value could not be encoded for storage.
+    #[error("ledger encoding: {0}")]
+    Encode(#[from] serde_json::Error),
+
+    /// The call already has its one terminal outcome; the record was left unchanged.
+    #[error("call {run_id}/{call_id} already has a terminal outcome")]
+    AlreadyFinished { run_id: String, call_id: String },
+
+    /// No call with this (run_id, call_id) was admitted.
+    #[error("call {run_id}/{call_id} was never admitted")]
+    UnknownCall { run_id: String, call_id: String },
+
+    /// The result handed to `finish` names another call than the one it finishes.
+    #[error("result for call {result_call_id:?} handed to finish for {run_id}/{call_id}")]
+    ResultMismatch {
+        run_id: String,
+        call_id: String,
+        result_call_id: String,
+    },
+
+    /// The database was written by a newer toolhost whose schema this build does not know.
+    #[error("ledger schema version {found} is newer than this build supports ({supported})")]
+    SchemaTooNew { found: i64, supported: i64 },
+
+    /// The database could not be set up as the ledger requires (e.g. no WAL on this filesystem).
+    #[error("ledger setup: {0}")]
+    Unsupported(String),
+
+    /// A stored row does not decode (hand-edited or damaged file).
+    #[error("ledger record is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl LedgerError {
+    /// `UnknownCall` for `(run_id, call_id)`.
+    pub(crate) fn unknown(run_id: &str, call_id: &str) -> Self {
+        LedgerError::UnknownCall {
+            run_id: run_id.to_owned(),
+            call_id: call_id.to_owned(),
+        }
+    }
+
+    /// `AlreadyFinished` for `(run_id, call_id)`.
+    pub(crate) fn finished(run_id: &str, call_id: &str) -> Self {
+        LedgerError::AlreadyFinished {
+            run_id: run_id.to_owned(),
+            call_id: call_id.to_owned(),
+        }
+    }
+
+    /// A SQLite error, except that a foreign-key violation (a row for a call that was never
+    /// admitted) becomes `UnknownCall`.
+    pub(crate) fn for_call(e: rusqlite::Error, run_id: &str, call_id: &str) -> Self {
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _)
+                if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY =>
+            {
+                LedgerError::unknown(run_id, call_id)
+            }
+            _ => LedgerError::Sqlite(e),
+        }
+    }
+}

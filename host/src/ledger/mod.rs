@@ -1,0 +1,152 @@
+//! The durable ledger: admission, replay, terminal outcomes and the audit trail, in SQLite.
+//!
+//! The ledger is the first and the last stage of the pipeline (see `DESIGN.md`):
+//!
+//! 1. **admit** — [`Ledger::admit`] decides, in one `BEGIN IMMEDIATE` transaction, whether a
+//!    `(run_id, call_id)` is [`Admission::New`] (run it), [`Admission::Replay`] (return the
+//!    recorded result, do not run it again), [`Admission::InFlight`] (the same call is running
+//!    now) or [`Admission::Conflict`] (the id was reused for other arguments).
+//! 2. [`Ledger::mark_started`] right before the sandbox runs the call.
+//! 3. **record** — [`Ledger::finish`] writes the one terminal outcome and commits before it
+//!    returns, so a result is never shown to a model before it is durable.
+//!
+//! Every stage in between appends its decision with [`Ledger::event`]. At startup,
+//! [`Ledger::recover`] closes the calls a previous process left running as `outcome_unknown`:
+//! they are never run again, and a retry replays that outcome.
+//!
+//! # What is stored
+//!
+//! By default the ledger records **digests and sizes**, never argument content: the audit rows
+//! (calls, events, transcript) carry the caller's argument digest, sizes, stages, decisions and
+//! operator text. Argument content is stored only when [`LedgerOptions::record_content`] is on
+//! (see [`Ledger::record_content`]).
+//!
+//! One exception is deliberate: **replay storage**. To answer a retried call without running it
+//! again, the ledger keeps the terminal [`ToolResult`](crate::contract::ToolResult) exactly as it was returned — output
+//! included. That is the result the model has already seen, not the arguments it proposed; but
+//! if a tool echoes its input into its output, that echo is in the ledger file too. Treat the
+//! ledger file with the same care as the conversation it serves.
+//!
+//! # Durability
+//!
+//! The database runs in WAL mode with foreign keys on and a busy timeout. With the default
+//! `synchronous=NORMAL` a committed outcome survives a crash of the host process; a power loss
+//! or an OS crash may lose the last few commits. [`LedgerOptions::synchronous_full`] syncs the
+//! WAL on every commit and survives those too, at the cost measured in `bench.rs`.
+//!
+//! # Concurrency
+//!
+//! [`Ledger`] is `Send + Sync`: one connection behind a mutex; every method is short and
+//! synchronous (async callers may wrap calls in `spawn_blocking`). Several processes may open
+//! the same file: admission uses `BEGIN IMMEDIATE`, so exactly one of them admits a new call.
+
+mod admission;
+mod audit;
+mod codec;
+mod error;
+mod lease;
+mod schema;
+mod tokens;
+
+#[cfg(test)]
+mod bench;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::Connection;
+use sha2::{Digest, Sha256};
+
+pub use admission::{Admission, OUTCOME_UNKNOWN_MESSAGE};
+pub use audit::{CallRecord, CallState, EventRecord, TranscriptEntry};
+pub use error::LedgerError;
+
+/// How long a statement waits for another connection's write lock before failing.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How a ledger is opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LedgerOptions {
+    /// `synchronous=FULL`: fsync the WAL on every commit (survives power loss). The default,
+    /// `NORMAL`, survives a crash of the process but may lose the last commits on power loss.
+    pub synchronous_full: bool,
+    /// Store argument content ([`Ledger::record_content`]). Off by default: only digests and
+    /// sizes are recorded.
+    pub record_content: bool,
+}
+
+/// The durable ledger over one SQLite file. See the module docs.
+pub struct Ledger {
+    conn: Mutex<Connection>,
+    options: LedgerOptions,
+    path: PathBuf,
+    lease: lease::Lease,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("path", &self.path)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ledger {
+    /// Open (or create) the ledger at `path`, creating its parent directories, and bring its
+    /// schema up to date.
+    pub fn open(path: &Path, options: LedgerOptions) -> Result<Ledger, LedgerError> {
+        if let Some(parent) = path.parent() {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent)?;
+            }
+        }
+        let mut conn = Connection::open(path)?;
+        // Every statement the ledger runs stays prepared (the default cache holds 16).
+        conn.set_prepared_statement_cache_capacity(64);
+        schema::configure(&conn, &options)?;
+        schema::migrate(&mut conn)?;
+        let lease = lease::Lease::take(path)?;
+        Ok(Ledger {
+            conn: Mutex::new(conn),
+            options,
+            path: path.to_path_buf(),
+            lease,
+        })
+    }
+
+    /// The options this ledger was opened with.
+    pub fn options(&self) -> LedgerOptions {
+        self.options
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The connection. A panic while it was held leaves no transaction open (an unfinished
+    /// `rusqlite::Transaction` rolls back when dropped), so a poisoned lock is safe to reuse.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The lowercase hex SHA-256 of `bytes`. Callers hash the canonical bytes they chose (e.g. the
+/// JCS form of validated arguments); the ledger stays agnostic of the canonical form.
+pub fn digest_bytes(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

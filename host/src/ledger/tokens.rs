@@ -1,0 +1,37 @@
+//! Single-use approval tokens: the policy module spends a token here, once, across restarts.
+//!
+//! The ledger does not judge a token (signature, binding, expiry are the policy's business); it
+//! only remembers which token ids were spent. The expiry is kept so that spent tokens can be
+//! pruned once they could no longer be accepted anyway.
+
+use rusqlite::{params, TransactionBehavior};
+
+use super::{now_ms, Ledger, LedgerError};
+
+impl Ledger {
+    /// Spend `token_id`: `true` the first time, `false` if it was already spent (by this or any
+    /// earlier process on this ledger). Committed before it returns.
+    pub fn consume_token(&self, token_id: &str, expires_at_unix: i64) -> Result<bool, LedgerError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let inserted = tx
+            .prepare_cached(
+                "INSERT INTO used_tokens (token_id, expires_at_unix, used_at_ms)
+                 VALUES (?1, ?2, ?3) ON CONFLICT (token_id) DO NOTHING",
+            )?
+            .execute(params![token_id, expires_at_unix, now_ms()])?;
+        tx.commit()?;
+        Ok(inserted == 1)
+    }
+
+    /// Forget spent tokens that expired before `before_unix`, returning how many. Only safe if
+    /// the policy refuses every token past its expiry *before* it spends it, and with a margin
+    /// for clock steps: a pruned token would otherwise be spendable again.
+    pub fn prune_used_tokens(&self, before_unix: i64) -> Result<u64, LedgerError> {
+        let conn = self.conn();
+        let n = conn
+            .prepare_cached("DELETE FROM used_tokens WHERE expires_at_unix < ?1")?
+            .execute([before_unix])?;
+        Ok(n as u64)
+    }
+}

@@ -1,0 +1,205 @@
+//! Canonical JSON (RFC 8785, JCS): the exact bytes an approval digest is computed over.
+//!
+//! Objects are written with their members sorted by the UTF-16 code units of their names,
+//! without whitespace; strings use the minimal JSON escapes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
+//! `\t`, and `\u00xx` for the other controls; everything else, `/` and U+2028 included, is written
+//! as UTF-8); numbers are written the way ECMAScript prints a double (`1.0` → `1`, `1e21` →
+//! `1e+21`, `0.000001` → `0.000001`, `1e-7` → `1e-7`, `-0` → `0`). Leaves are formatted by
+//! `serde_jcs`.
+//!
+//! One deliberate extension: RFC 8785 covers I-JSON, where every number is a double, and a
+//! double cannot tell `9007199254740993` from `9007199254740992`. Tool arguments may be `u64`, so
+//! an integer beyond ±2^53 is written with its exact digits followed by `.0`
+//! (`9007199254740993.0`). JCS never prints a number ending in `.0`, so this form collides with
+//! nothing, and two different arguments never share canonical bytes. For every I-JSON value the
+//! output is byte-for-byte RFC 8785.
+
+use serde::Serialize;
+use serde_json::{Number, Value};
+
+/// The largest integer magnitude a double holds exactly (2^53).
+const EXACT_DOUBLE_LIMIT: u64 = 1 << 53;
+
+/// The RFC 8785 canonical form of `v` (with exact integers beyond ±2^53, see the module doc).
+pub fn canonical_json(v: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    write_value(&mut out, v);
+    out
+}
+
+fn write_value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_leaf(out, s.as_str()),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            let mut members: Vec<(Vec<u16>, &String, &Value)> = map
+                .iter()
+                .map(|(k, v)| (k.encode_utf16().collect(), k, v))
+                .collect();
+            members.sort_by(|a, b| a.0.cmp(&b.0));
+            out.push(b'{');
+            for (i, (_, key, value)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_leaf(out, key.as_str());
+                out.push(b':');
+                write_value(out, value);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+fn write_number(out: &mut Vec<u8>, n: &Number) {
+    let exact = if let Some(u) = n.as_u64() {
+        (u > EXACT_DOUBLE_LIMIT).then(|| u.to_string())
+    } else if let Some(i) = n.as_i64() {
+        (i.unsigned_abs() > EXACT_DOUBLE_LIMIT).then(|| i.to_string())
+    } else {
+        None
+    };
+    match exact {
+        Some(digits) => {
+            out.extend_from_slice(digits.as_bytes());
+            out.extend_from_slice(b".0");
+        }
+        None => write_leaf(out, n),
+    }
+}
+
+/// A string or a number, formatted by `serde_jcs`.
+fn write_leaf<T: Serialize + ?Sized>(out: &mut Vec<u8>, leaf: &T) {
+    // serde_jcs fails only on a non-finite float, and a serde_json::Value never holds one.
+    serde_jcs::to_writer(&mut *out, leaf).expect("a JSON leaf always has a canonical form");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn canon(text: &str) -> String {
+        let v: Value = serde_json::from_str(text).unwrap();
+        String::from_utf8(canonical_json(&v)).unwrap()
+    }
+
+    /// Object members are sorted by name and whitespace is dropped; array order is kept.
+    #[test]
+    fn sorts_keys_and_drops_whitespace() {
+        assert_eq!(
+            canon(r#"{ "b": 1, "a": { "d": [3, 1, 2], "c": null } }"#),
+            r#"{"a":{"c":null,"d":[3,1,2]},"b":1}"#
+        );
+    }
+
+    /// Keys sort by UTF-16 code units (RFC 8785 §3.2.3): U+1F600 sorts before U+FB33.
+    #[test]
+    fn sorts_keys_by_utf16_code_units() {
+        let input = r#"{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}"#;
+        let raw = canon(input);
+        let positions: Vec<usize> = [
+            "Carriage Return",
+            "One",
+            "Control",
+            "Latin Small Letter O",
+            "Euro Sign",
+            "Emoji",
+            "Hebrew Letter",
+        ]
+        .iter()
+        .map(|name| raw.find(name).unwrap())
+        .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{raw}");
+    }
+
+    /// The RFC 8785 §3.2.2 example: numbers, escapes and literals.
+    #[test]
+    fn rfc_8785_example() {
+        let input = r#"{
+            "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+            "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+            "literals": [null, true, false]
+        }"#;
+        assert_eq!(
+            canon(input),
+            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
+        );
+    }
+
+    /// Numbers print like ECMAScript doubles: 1.0 -> 1, 1e21 -> 1e+21, -0 -> 0.
+    #[test]
+    fn number_forms() {
+        for (input, expected) in [
+            ("1.0", "1"),
+            ("-1.50", "-1.5"),
+            ("1e21", "1e+21"),
+            ("1e20", "100000000000000000000"),
+            ("0.000001", "0.000001"),
+            ("1e-7", "1e-7"),
+            ("-0.0", "0"),
+            ("9007199254740992", "9007199254740992"),
+            ("-9007199254740992", "-9007199254740992"),
+            ("123456789", "123456789"),
+        ] {
+            assert_eq!(canon(input), expected, "{input}");
+        }
+    }
+
+    /// Strings keep non-ASCII as UTF-8 and escape only what JSON requires, in lower-case hex.
+    #[test]
+    fn unicode_escapes() {
+        assert_eq!(
+            canon(r#""\u00e9\u2028\u001f\t/""#),
+            "\"é\u{2028}\\u001f\\t/\""
+        );
+        assert_eq!(canon(r#""\ud83d\ude00""#), "\"😀\"");
+    }
+
+    /// Integers beyond ±2^53 keep their exact digits, so distinct u64 values never collide.
+    #[test]
+    fn large_integers_are_exact_and_distinct() {
+        let a = canonical_json(&json!(9_007_199_254_740_992_u64));
+        let b = canonical_json(&json!(9_007_199_254_740_993_u64));
+        assert_ne!(a, b);
+        assert_eq!(b, b"9007199254740993.0");
+        assert_eq!(
+            canonical_json(&json!(u64::MAX)),
+            b"18446744073709551615.0".to_vec()
+        );
+        assert_eq!(
+            canonical_json(&json!(i64::MIN)),
+            b"-9223372036854775808.0".to_vec()
+        );
+        // A double near that value prints in JCS form, which never ends in ".0".
+        assert_eq!(canon("1152921504606846976.0"), "1152921504606847000");
+        assert_ne!(
+            canonical_json(&json!(1_152_921_504_606_847_000_u64)),
+            canon("1152921504606846976.0").into_bytes()
+        );
+    }
+
+    /// On I-JSON values the output is exactly serde_jcs's.
+    #[test]
+    fn agrees_with_serde_jcs_on_i_json() {
+        let v = json!({
+            "z": [1, 2.5, -3, 1e300, 5e-324, "x\u{0}y", {"β": true, "a": null}],
+            "a": {"nested": {"k": "v", "K": "V"}},
+            "": "empty key",
+        });
+        assert_eq!(canonical_json(&v), serde_jcs::to_vec(&v).unwrap());
+    }
+}
