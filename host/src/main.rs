@@ -178,7 +178,14 @@ async fn run(command: Command) -> ExitCode {
                 Err(e) => return usage_error(&e),
             };
             match rt.mint_approval(&handle) {
-                Ok(token) => {
+                Ok((token, record)) => {
+                    eprintln!(
+                        "approving tool `{}` in run `{}` (call `{}`, arguments sha256 {})",
+                        record.tool, record.run_id, record.call_id, record.args_digest
+                    );
+                    for e in record.events.iter().filter(|e| e.stage == "authorize") {
+                        eprintln!("  {}", e.detail);
+                    }
                     println!("{token}");
                     ExitCode::SUCCESS
                 }

@@ -10,6 +10,7 @@ mod epochs;
 mod example_tools;
 mod hostile;
 mod json_schema_suite;
+mod pipeline;
 mod resources;
 mod support;
 mod types;

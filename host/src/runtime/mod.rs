@@ -41,6 +41,18 @@ pub struct Runtime {
     pub(crate) concurrency: Concurrency,
     /// Budgets a new run gets from the config.
     pub run_budgets: crate::contract::Budgets,
+    executions: std::sync::atomic::AtomicU64,
+}
+
+/// Why an approval could not be minted.
+#[derive(Debug, thiserror::Error)]
+pub enum ApproveError {
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error("cannot read the ledger: {0}")]
+    Ledger(#[from] crate::ledger::LedgerError),
+    #[error("no call in this host's ledger asked for this approval; approve only handles from an `approval_required` result")]
+    NotRequested,
 }
 
 /// Why a runtime could not start.
@@ -96,13 +108,35 @@ impl Runtime {
                     .unwrap_or(guards::DEFAULT_MAX_CONCURRENT_CALLS),
             ),
             run_budgets: config.run.budgets(),
+            executions: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
-    /// What `toolhost approve HANDLE` does: mint the token for an approval handle with this
-    /// host's key. Only an operator with access to the key can do this; a model never can.
-    pub fn mint_approval(&self, handle: &str) -> Result<String, crate::policy::PolicyError> {
-        self.approval_key.mint(handle)
+    /// What `toolhost approve HANDLE` does: find the call that asked for this approval in the
+    /// ledger (a handle nobody asked for is refused — a model could compute handles for calls
+    /// it has not made yet) and mint the token with this host's key. Returns the token and the
+    /// recorded request, for the human to see what they approve.
+    pub fn mint_approval(
+        &self,
+        handle: &str,
+    ) -> Result<(String, crate::ledger::CallRecord), ApproveError> {
+        let (digest, _expires) = crate::policy::parse_handle(handle)?;
+        let calls = self.ledger.calls(None)?;
+        let record = calls
+            .into_iter()
+            .find(|c| {
+                c.events.iter().any(|e| {
+                    e.stage == "approve" && e.decision == "approval_required" && e.detail == digest
+                })
+            })
+            .ok_or(ApproveError::NotRequested)?;
+        let token = self.approval_key.mint(handle)?;
+        Ok((token, record))
+    }
+
+    /// Sandbox executions since this runtime started (calls that reached the execute stage).
+    pub fn executions(&self) -> u64 {
+        self.executions.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A run context for this host's default identity, with the configured budgets.
@@ -139,6 +173,8 @@ impl Runtime {
                 .min(left.max(std::time::Duration::from_millis(1)));
         }
         let cancel = ctx.cancel.child_token();
+        self.executions
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.sandbox
             .execute(
                 &tool.pre,

@@ -1,0 +1,577 @@
+//! The call pipeline end to end: nothing executes that an earlier stage stopped (counted),
+//! approvals bind to the exact call, ids replay instead of re-running, budgets and rates hold,
+//! cancellation ends calls as the contract says, and a killed host loses nothing.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use toolhost::runtime::batch::Proposal;
+use toolhost::{Code, EpochMode, RunContext, Runtime, Status, ToolCall};
+
+use crate::support::{guest, toml_path, toolhost};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    workspace: PathBuf,
+}
+
+/// A fresh data directory (ledger, key) and workspace, with a policy for alice and bob.
+fn env(extra: &str) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("alice")).unwrap();
+    let text = format!(
+        r#"data_dir = {data}
+{extra}
+[policy]
+default = "deny"
+[[policy.rule]]
+name = "everyone"
+effect = "allow"
+principals = ["alice", "bob"]
+tools = ["greet", "write_text", "spin_deadline", "sleep_forever"]
+[[policy.rule]]
+name = "own-files"
+effect = "allow"
+principals = ["alice"]
+tools = ["read_text"]
+[[policy.rule.constraint]]
+argument = "path"
+prefix = "{{principal}}/"
+[[policy.rule]]
+name = "no-writes-for-bob"
+effect = "deny"
+principals = ["bob"]
+tools = ["write_text"]
+
+[[component]]
+path = {template}
+
+[[component]]
+path = {fs}
+fs = [{{ host = {ws}, guest = "/workspace", mode = "rw" }}]
+[component.tools.write-text]
+risk = "destructive"
+
+[[component]]
+path = {hostile}
+risk = "write"
+[component.tools.spin-deadline]
+limits = {{ fuel = 1_000_000_000_000, deadline_ms = 30_000 }}
+[component.tools.sleep-forever]
+limits = {{ deadline_ms = 30_000 }}
+[component.tools.exfiltrate]
+network = {{ allow = ["127.0.0.1:47002"] }}
+"#,
+        data = toml_path(&dir.path().join("data")),
+        template = toml_path(&guest("template")),
+        fs = toml_path(&guest("fs-tools")),
+        hostile = toml_path(&guest("hostile")),
+        ws = toml_path(&ws),
+    );
+    let config = dir.path().join("toolhost.toml");
+    std::fs::write(&config, text).unwrap();
+    Env {
+        _dir: dir,
+        config,
+        workspace: ws,
+    }
+}
+
+fn rt(e: &Env) -> Runtime {
+    Runtime::from_config(&e.config, EpochMode::Ticker).unwrap()
+}
+
+fn call(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        call_id: id.into(),
+        name: name.into(),
+        arguments: args,
+    }
+}
+
+/// Every stage that stops a call stops it before the sandbox: zero executions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_runs_when_an_earlier_stage_stops() {
+    let e = env("");
+    let rt = rt(&e);
+    let alice = rt.context("alice", "acme");
+    let carol = rt.context("carol", "acme");
+    let cases: Vec<(&RunContext, ToolCall, Code)> = vec![
+        (&alice, call("1", "nope", json!({})), Code::UnknownTool),
+        (
+            &alice,
+            call("2", "greet", json!({"name": 5})),
+            Code::InvalidArguments,
+        ),
+        (
+            &alice,
+            call("3", "greet", json!({"name": "x", "principal": "alice"})),
+            Code::InvalidArguments,
+        ),
+        (
+            &carol,
+            call("4", "greet", json!({"name": "x"})),
+            Code::Unauthorized,
+        ),
+        (
+            &alice,
+            call("5", "read_text", json!({"path": "bob/secret.txt"})),
+            Code::Unauthorized,
+        ),
+        (
+            &alice,
+            call("6", "read_text", json!({"path": "alice/../bob/secret.txt"})),
+            Code::Unauthorized,
+        ),
+        (
+            &alice,
+            call(
+                "7",
+                "write_text",
+                json!({"path": "alice/a", "content": "x"}),
+            ),
+            Code::ApprovalRequired,
+        ),
+    ];
+    for (ctx, c, code) in &cases {
+        let r = rt.run_call(ctx, c, None).await;
+        assert_eq!(r.code, Some(*code), "{c:?}: {r:?}");
+        assert!(
+            !r.message.contains("own-files") && !r.message.contains("everyone"),
+            "{}",
+            r.message
+        );
+    }
+    let r = rt
+        .run_call(
+            &alice,
+            &call(
+                "8",
+                "write_text",
+                json!({"path": "alice/a", "content": "x"}),
+            ),
+            Some("123.abc"),
+        )
+        .await;
+    assert_eq!(r.code, Some(Code::ApprovalDenied), "{r:?}");
+    assert_eq!(rt.executions(), 0);
+    // The ledger recorded each decision, with one terminal outcome per call.
+    let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
+    assert_eq!(calls.len(), 7);
+    assert!(calls.iter().all(|c| c.status == Some(Status::Failed)));
+}
+
+/// An approval round trip: required → a human mints a token → the same call executes once;
+/// the token cannot be reused, nor used for other arguments or another principal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_binds_to_the_exact_call_and_is_single_use() {
+    let e = env("");
+    let rt = rt(&e);
+    let alice = rt.context("alice", "acme");
+    let args = json!({"path": "alice/note.txt", "content": "approved"});
+    let r = rt
+        .run_call(&alice, &call("w1", "write_text", args.clone()), None)
+        .await;
+    assert_eq!(r.code, Some(Code::ApprovalRequired));
+    let handle = r.approval.expect("an approval request").handle;
+    let (token, record) = rt.mint_approval(&handle).unwrap();
+    assert_eq!(record.call_id, "w1");
+    assert!(
+        rt.mint_approval(&format!("{}0", &handle)).is_err(),
+        "an unrequested handle was approved"
+    );
+
+    let other = json!({"path": "alice/note.txt", "content": "tampered"});
+    let r = rt
+        .run_call(&alice, &call("w2", "write_text", other), Some(&token))
+        .await;
+    assert_eq!(r.code, Some(Code::ApprovalDenied), "{r:?}");
+    let mut bob_ctx = rt.context("alice", "other-tenant");
+    bob_ctx.run_id = alice.run_id.clone();
+    let r = rt
+        .run_call(
+            &bob_ctx,
+            &call("w3", "write_text", args.clone()),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(r.code, Some(Code::ApprovalDenied), "{r:?}");
+    assert_eq!(rt.executions(), 0);
+
+    let r = rt
+        .run_call(
+            &alice,
+            &call("w4", "write_text", args.clone()),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_eq!(rt.executions(), 1);
+    assert_eq!(
+        std::fs::read_to_string(e.workspace.join("alice/note.txt")).unwrap(),
+        "approved"
+    );
+    let r = rt
+        .run_call(&alice, &call("w5", "write_text", args), Some(&token))
+        .await;
+    assert_eq!(
+        r.code,
+        Some(Code::ApprovalDenied),
+        "a token was used twice: {r:?}"
+    );
+    assert_eq!(rt.executions(), 1);
+}
+
+/// A late approval is approval_expired (a one-second TTL, used after two and a half).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_approval_is_expired() {
+    let e = env("");
+    let text = std::fs::read_to_string(&e.config).unwrap();
+    std::fs::write(
+        &e.config,
+        format!("{text}\n[policy.approval]\nttl_secs = 1\n"),
+    )
+    .unwrap();
+    let rt = rt(&e);
+    let alice = rt.context("alice", "acme");
+    let args = json!({"path": "alice/late.txt", "content": "x"});
+    let r = rt
+        .run_call(&alice, &call("l1", "write_text", args.clone()), None)
+        .await;
+    let (token, _) = rt.mint_approval(&r.approval.unwrap().handle).unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = rt
+        .run_call(&alice, &call("l2", "write_text", args), Some(&token))
+        .await;
+    assert_eq!(r.code, Some(Code::ApprovalExpired), "{r:?}");
+    assert_eq!(rt.executions(), 0);
+}
+
+/// The same id with the same arguments replays the recorded result without executing; with
+/// other arguments it is duplicate_call_id, and the original record is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_replay_and_conflict_without_executing() {
+    let e = env("");
+    let rt = rt(&e);
+    let alice = rt.context("alice", "acme");
+    let first = rt
+        .run_call(&alice, &call("g", "greet", json!({"name": "a"})), None)
+        .await;
+    assert_eq!(first.status, Status::Completed);
+    let again = rt
+        .run_call(&alice, &call("g", "greet", json!({"name": "a"})), None)
+        .await;
+    assert_eq!(again, first);
+    let other = rt
+        .run_call(&alice, &call("g", "greet", json!({"name": "b"})), None)
+        .await;
+    assert_eq!(other.code, Some(Code::DuplicateCallId));
+    assert_eq!(rt.executions(), 1);
+    let after = rt
+        .run_call(&alice, &call("g", "greet", json!({"name": "a"})), None)
+        .await;
+    assert_eq!(after, first);
+    // Another run may use the same call id.
+    let bob = rt.context("bob", "acme");
+    let r = rt
+        .run_call(&bob, &call("g", "greet", json!({"name": "b"})), None)
+        .await;
+    assert_eq!(r.status, Status::Completed);
+    assert_eq!(rt.executions(), 2);
+}
+
+/// Run budgets (total and per tool) and the per-principal rate end calls before they run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_and_rates_stop_calls_before_they_run() {
+    let e = env("[run]\nmax_calls = 3\nmax_calls_per_tool = 2\n");
+    let rt = rt(&e);
+    let alice = rt.context("alice", "acme");
+    let mut codes = Vec::new();
+    for i in 0..4 {
+        let r = rt
+            .run_call(
+                &alice,
+                &call(&format!("b{i}"), "greet", json!({"name": "x"})),
+                None,
+            )
+            .await;
+        codes.push(r.code);
+    }
+    assert_eq!(
+        codes,
+        vec![
+            None,
+            None,
+            Some(Code::BudgetExhausted),
+            Some(Code::BudgetExhausted)
+        ]
+    );
+    assert_eq!(rt.executions(), 2);
+
+    let e = env("[run]\nrate_per_principal = 0.001\nrate_burst = 2\n");
+    let rt = self::rt(&e);
+    let alice = rt.context("alice", "acme");
+    let bob = rt.context("bob", "acme");
+    let mut codes = Vec::new();
+    for i in 0..3 {
+        let r = rt
+            .run_call(
+                &alice,
+                &call(&format!("r{i}"), "greet", json!({"name": "x"})),
+                None,
+            )
+            .await;
+        codes.push(r.code);
+    }
+    assert_eq!(codes, vec![None, None, Some(Code::RateLimited)]);
+    let r = rt
+        .run_call(&bob, &call("r0", "greet", json!({"name": "x"})), None)
+        .await;
+    assert_eq!(r.status, Status::Completed, "the rate is per principal");
+    assert_eq!(rt.executions(), 3);
+}
+
+/// Cancelled before start: cancelled, nothing runs. Cancelled while a write-risk guest spins:
+/// the guest is interrupted and the call is outcome_unknown / cancelled_after_start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_before_and_after_start() {
+    let e = env("");
+    let rt = std::sync::Arc::new(rt(&e));
+    let ctx = rt.context("alice", "acme");
+    ctx.cancel.cancel();
+    let r = rt
+        .run_call(&ctx, &call("c0", "greet", json!({"name": "x"})), None)
+        .await;
+    assert_eq!(
+        (r.status, r.code),
+        (Status::Cancelled, Some(Code::Cancelled))
+    );
+    assert_eq!(rt.executions(), 0);
+
+    let ctx = rt.context("alice", "acme");
+    let task = {
+        let (rt, ctx) = (rt.clone(), ctx.clone());
+        tokio::spawn(async move {
+            rt.run_call(&ctx, &call("c1", "spin_deadline", json!({})), None)
+                .await
+        })
+    };
+    // Bounded wait until the guest is running, then cancel.
+    for _ in 0..500 {
+        if rt.executions() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    ctx.cancel.cancel();
+    let r = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        (r.status, r.code),
+        (Status::OutcomeUnknown, Some(Code::CancelledAfterStart)),
+        "{r:?}"
+    );
+}
+
+/// A batch answers in proposal order; a failing call does not stop its siblings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_answer_in_order() {
+    let e = env("");
+    let rt = rt(&e);
+    let alice = rt.context("alice", "acme");
+    let p = |id: &str, name: &str, args: Value| Proposal {
+        call: call(id, name, args),
+        approval_token: None,
+    };
+    let batch = vec![
+        p("a", "greet", json!({"name": "1"})),
+        p(
+            "b",
+            "write_text",
+            json!({"path": "alice/x", "content": "y"}),
+        ),
+        p("c", "greet", json!({"name": 3})),
+        p("d", "greet", json!({"name": "4"})),
+    ];
+    let results = rt.run_batch(&alice, &batch).await;
+    let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c", "d"]);
+    assert_eq!(results[0].output, Some(json!("Hello, 1!")));
+    assert_eq!(results[1].code, Some(Code::ApprovalRequired));
+    assert_eq!(results[2].code, Some(Code::InvalidArguments));
+    assert_eq!(results[3].output, Some(json!("Hello, 4!")));
+}
+
+/// `kill -9` mid-call: after restart that call is outcome_unknown and replays as such (never
+/// re-run); a call completed before the kill replays its recorded result.
+#[test]
+fn killed_host_leaves_outcome_unknown_and_replayable_calls() {
+    let e = env("");
+    let cfg = e.config.to_str().unwrap();
+    let done = toolhost(&[
+        "call",
+        "--config",
+        cfg,
+        "--principal",
+        "alice",
+        "--run-id",
+        "R",
+        "--call-id",
+        "g",
+        "greet",
+        r#"{"name":"k"}"#,
+    ]);
+    assert_eq!(done.status, 0, "{}", done.stderr);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args([
+            "call",
+            "--config",
+            cfg,
+            "--principal",
+            "alice",
+            "--run-id",
+            "R",
+            "--call-id",
+            "s",
+            "sleep_forever",
+            "{}",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Bounded wait until the ledger shows the call started.
+    let mut started = false;
+    for _ in 0..200 {
+        let out = toolhost(&["ledger", "--config", cfg, "--run", "R"]);
+        if out.stdout.contains("\"started\"") {
+            started = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(started, "the call never started");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let ledger = toolhost(&["ledger", "--config", cfg, "--run", "R"]);
+    let calls: Vec<Value> = serde_json::from_str(&ledger.stdout).unwrap();
+    let s = calls.iter().find(|c| c["call_id"] == "s").unwrap();
+    assert_eq!(s["status"], json!("outcome_unknown"), "{s}");
+    let t = Instant::now();
+    let again = toolhost(&[
+        "call",
+        "--config",
+        cfg,
+        "--principal",
+        "alice",
+        "--run-id",
+        "R",
+        "--call-id",
+        "s",
+        "sleep_forever",
+        "{}",
+    ]);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the lost call ran again"
+    );
+    assert_eq!(again.json()["status"], json!("outcome_unknown"));
+    let replay = toolhost(&[
+        "call",
+        "--config",
+        cfg,
+        "--principal",
+        "alice",
+        "--run-id",
+        "R",
+        "--call-id",
+        "g",
+        "greet",
+        r#"{"name":"k"}"#,
+    ]);
+    assert_eq!(replay.json(), done.json());
+}
+
+/// The CLI approval round trip: call → approve HANDLE → call with the token.
+#[test]
+fn cli_approval_round_trip() {
+    let e = env("");
+    let cfg = e.config.to_str().unwrap();
+    let args = r#"{"path":"alice/cli.txt","content":"via cli"}"#;
+    let first = toolhost(&[
+        "call",
+        "--config",
+        cfg,
+        "--principal",
+        "alice",
+        "--run-id",
+        "A",
+        "--call-id",
+        "1",
+        "write_text",
+        args,
+    ]);
+    let v = first.json();
+    assert_eq!(v["code"], json!("approval_required"));
+    let handle = v["approval"]["handle"].as_str().unwrap();
+    let approve = toolhost(&["approve", "--config", cfg, handle]);
+    assert_eq!(approve.status, 0, "{}", approve.stderr);
+    assert!(approve.stderr.contains("write_text"), "{}", approve.stderr);
+    let token = approve.stdout.trim();
+    let second = toolhost(&[
+        "call",
+        "--config",
+        cfg,
+        "--principal",
+        "alice",
+        "--run-id",
+        "A",
+        "--call-id",
+        "2",
+        "--approval-token",
+        token,
+        "write_text",
+        args,
+    ]);
+    assert_eq!(
+        second.json()["status"],
+        json!("completed"),
+        "{}",
+        second.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(e.workspace.join("alice/cli.txt")).unwrap(),
+        "via cli"
+    );
+    let unknown = toolhost(&["approve", "--config", cfg, "00.1"]);
+    assert_eq!(unknown.status, 2);
+    let batch_file = e.workspace.join("batch.json");
+    std::fs::write(
+        &batch_file,
+        r#"[{"call_id":"x","name":"greet","arguments":{"name":"b"}}]"#,
+    )
+    .unwrap();
+    let batch = toolhost(&[
+        "batch",
+        "--config",
+        cfg,
+        "--principal",
+        "bob",
+        batch_file.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        batch.json()[0]["output"],
+        json!("Hello, b!"),
+        "{}",
+        batch.stdout
+    );
+}
