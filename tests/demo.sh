@@ -40,3 +40,31 @@ for t in spin spin_deadline sleep_forever balloon flood_stdout huge_result deep_
 done
 echo
 echo "total ms includes process start and component load (compile cache in .toolhost/cache)."
+
+# A scripted agent session through the whole pipeline: one run, trusted identity from flags.
+s=tests/fixtures/session.toml
+run="demo-$(date +%s)"
+last=""
+echo
+echo "== a scripted agent session (tests/fixtures/session.toml), run $run"
+step() { # label principal call-id tool args [token]
+    local out
+    out=$("$bin" call --config "$s" --principal "$2" --run-id "$run" --call-id "$3" ${6:+--approval-token "$6"} "$4" "$5" 2>/dev/null)
+    printf '%-34s ' "$1"
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(r["status"], r.get("code") or "", "|", r.get("output", r["message"]))' "$out"
+    last=$out
+}
+step "valid call" agent c1 greet '{"name": "agent"}'
+step "invalid arguments" agent c2 greet '{"name": 42}'
+step "unauthorized principal" intruder c3 greet '{"name": "x"}'
+step "destructive tool, no approval" agent c4 write_text '{"path": "session.txt", "content": "approved"}'
+handle=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["approval"]["handle"])' "$last")
+token=$("$bin" approve --config "$s" "$handle" 2>/dev/null)
+echo "  (a human ran: toolhost approve ${handle:0:16}…)"
+step "resubmitted with the token" agent c5 write_text '{"path": "session.txt", "content": "approved"}' "$token"
+step "the token again" agent c6 write_text '{"path": "session.txt", "content": "approved"}' "$token"
+step "duplicate id, other arguments" agent c1 greet '{"name": "someone else"}'
+step "same id, same arguments: replay" agent c1 greet '{"name": "agent"}'
+step "hostile guest" agent c7 spin '{}'
+echo
+echo "the ledger of this run: target/debug/toolhost ledger --config $s --run $run"

@@ -183,3 +183,26 @@ fn schemas_match_the_mapping() {
     let mf = rt.registry.get("maybe_fail").unwrap();
     assert_eq!(mf.output_schema["type"], json!("string"));
 }
+
+/// An operator refinement narrows the input (a value WIT allows is refused before the guest
+/// runs) and the output (a value the guest returns that breaks it is invalid_output, never
+/// shown).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refinements_narrow_input_and_output() {
+    let (_d, cfg) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n[component.tools.sqrt]\nrefine = {{ input = {{ properties = {{ x = {{ maximum = 100 }} }} }}, output = {{ maximum = 5 }} }}\n",
+        toml_path(&repo().join(".toolhost")),
+        toml_path(&guest("types"))
+    ));
+    let rt = runtime(&cfg);
+    let r = run(&rt, "sqrt", json!({"x": 16.0})).await;
+    assert_eq!(r.output, Some(json!(4.0)), "{r:?}");
+    let r = run(&rt, "sqrt", json!({"x": 101.0})).await;
+    assert_eq!(r.code, Some(Code::InvalidArguments), "{r:?}");
+    assert_eq!(r.usage.fuel_consumed, 0);
+    let r = run(&rt, "sqrt", json!({"x": 49.0})).await;
+    assert_eq!(r.code, Some(Code::InvalidOutput), "{r:?}");
+    assert!(r.output.is_none());
+    let s = &rt.registry.get("sqrt").unwrap().input_schema;
+    assert_eq!(s["type"], json!("object"));
+}
