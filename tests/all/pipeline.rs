@@ -575,3 +575,73 @@ fn cli_approval_round_trip() {
         batch.stdout
     );
 }
+
+/// A second proposal with the id of a call still running never starts a second execution: it
+/// waits for the original's recorded result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_in_flight_is_not_executed_twice() {
+    let e = env("");
+    let text = std::fs::read_to_string(&e.config).unwrap().replace(
+        "limits = { deadline_ms = 30_000 }",
+        "limits = { deadline_ms = 1_500 }",
+    );
+    std::fs::write(&e.config, text).unwrap();
+    let rt = std::sync::Arc::new(rt(&e));
+    let ctx = rt.context("alice", "acme");
+    let first = {
+        let (rt, ctx) = (rt.clone(), ctx.clone());
+        tokio::spawn(async move {
+            rt.run_call(&ctx, &call("x", "sleep_forever", json!({})), None)
+                .await
+        })
+    };
+    for _ in 0..500 {
+        if rt.executions() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let second = rt
+        .run_call(&ctx, &call("x", "sleep_forever", json!({})), None)
+        .await;
+    let first = first.await.unwrap();
+    assert_eq!(first.code, Some(Code::DeadlineExceeded), "{first:?}");
+    assert_eq!(second, first);
+    assert_eq!(rt.executions(), 1);
+}
+
+/// With every host slot taken, a call is rate_limited without executing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_concurrency_limit() {
+    let e = env("[run]\nmax_concurrent_calls = 1\n");
+    let text = std::fs::read_to_string(&e.config).unwrap().replace(
+        "limits = { deadline_ms = 30_000 }",
+        "limits = { deadline_ms = 1_500 }",
+    );
+    std::fs::write(&e.config, text).unwrap();
+    let rt = std::sync::Arc::new(rt(&e));
+    let ctx = rt.context("alice", "acme");
+    let busy = {
+        let (rt, ctx) = (rt.clone(), ctx.clone());
+        tokio::spawn(async move {
+            rt.run_call(&ctx, &call("busy", "sleep_forever", json!({})), None)
+                .await
+        })
+    };
+    for _ in 0..500 {
+        if rt.executions() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let r = rt
+        .run_call(&ctx, &call("next", "greet", json!({"name": "x"})), None)
+        .await;
+    assert_eq!(r.code, Some(Code::RateLimited), "{r:?}");
+    assert_eq!(rt.executions(), 1);
+    busy.await.unwrap();
+    let r = rt
+        .run_call(&ctx, &call("later", "greet", json!({"name": "x"})), None)
+        .await;
+    assert_eq!(r.status, Status::Completed, "the slot came back: {r:?}");
+}

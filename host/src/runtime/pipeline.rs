@@ -53,7 +53,7 @@ impl Runtime {
                     Usage::default(),
                 )
             }
-            Ok(Admission::InFlight) => return self.await_original(ctx, call, &digest, size).await,
+            Ok(Admission::InFlight) => return self.await_original(ctx, call).await,
             Err(e) => {
                 return self.host_fault(call, "the host could not record this call", &e.to_string())
             }
@@ -63,13 +63,7 @@ impl Runtime {
     }
 
     /// A duplicate of a running call waits for the original's recorded outcome (never runs).
-    async fn await_original(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-        digest: &str,
-        size: u64,
-    ) -> ToolResult {
+    async fn await_original(&self, ctx: &RunContext, call: &ToolCall) -> ToolResult {
         let patience = self
             .registry
             .get(&call.name)
@@ -78,10 +72,7 @@ impl Runtime {
         let until = Instant::now() + patience;
         while Instant::now() < until {
             tokio::time::sleep(IN_FLIGHT_POLL).await;
-            if let Ok(Admission::Replay(r)) =
-                self.ledger
-                    .admit(&ctx.run_id, &call.call_id, &call.name, digest, size)
-            {
+            if let Ok(Some(r)) = self.ledger.outcome(&ctx.run_id, &call.call_id) {
                 return r;
             }
         }
