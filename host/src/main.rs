@@ -141,9 +141,9 @@ async fn run(command: Command) -> ExitCode {
             tool,
             arguments,
         } => {
-            let rt = match Runtime::from_config(&config, EpochMode::Ticker) {
+            let rt = match load(&config) {
                 Ok(rt) => rt,
-                Err(e) => return usage_error(&e),
+                Err(code) => return code,
             };
             let ctx = context(&rt, &identity);
             let call_id = call_id.unwrap_or_else(fresh_call_id);
@@ -173,9 +173,9 @@ async fn run(command: Command) -> ExitCode {
             print_result(&result)
         }
         Command::Approve { config, handle } => {
-            let rt = match Runtime::from_config(&config, EpochMode::Ticker) {
+            let rt = match load(&config) {
                 Ok(rt) => rt,
-                Err(e) => return usage_error(&e),
+                Err(code) => return code,
             };
             match rt.mint_approval(&handle) {
                 Ok((token, record)) => {
@@ -193,9 +193,9 @@ async fn run(command: Command) -> ExitCode {
             }
         }
         Command::Ledger { config, run } => {
-            let rt = match Runtime::from_config(&config, EpochMode::Ticker) {
+            let rt = match load(&config) {
                 Ok(rt) => rt,
-                Err(e) => return usage_error(&e),
+                Err(code) => return code,
             };
             match rt.ledger.calls(run.as_deref()) {
                 Ok(calls) => {
@@ -213,9 +213,9 @@ async fn run(command: Command) -> ExitCode {
             identity,
             file,
         } => {
-            let rt = match Runtime::from_config(&config, EpochMode::Ticker) {
+            let rt = match load(&config) {
                 Ok(rt) => rt,
-                Err(e) => return usage_error(&e),
+                Err(code) => return code,
             };
             let proposals: Vec<Proposal> = match std::fs::read_to_string(&file)
                 .map_err(|e| e.to_string())
@@ -240,6 +240,11 @@ async fn run(command: Command) -> ExitCode {
             }
         }
     }
+}
+
+/// Load the runtime for a config, or the exit status of a bad config.
+fn load(config: &std::path::Path) -> Result<Runtime, ExitCode> {
+    Runtime::from_config(config, EpochMode::Ticker).map_err(|e| usage_error(&e))
 }
 
 fn context(rt: &Runtime, id: &Identity) -> toolhost::RunContext {

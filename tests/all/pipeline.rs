@@ -80,6 +80,26 @@ network = {{ allow = ["127.0.0.1:47002"] }}
     }
 }
 
+/// `sleep_forever` with a 1.5 s deadline instead of 30 s.
+fn shorten_sleep(e: &Env) {
+    let text = std::fs::read_to_string(&e.config).unwrap().replace(
+        "limits = { deadline_ms = 30_000 }",
+        "limits = { deadline_ms = 1_500 }",
+    );
+    std::fs::write(&e.config, text).unwrap();
+}
+
+/// Bounded wait until the runtime has entered the sandbox once.
+async fn wait_for_first_execution(rt: &Runtime) {
+    for _ in 0..500 {
+        if rt.executions() == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the first call never reached the sandbox");
+}
+
 fn rt(e: &Env) -> Runtime {
     Runtime::from_config(&e.config, EpochMode::Ticker).unwrap()
 }
@@ -360,12 +380,7 @@ async fn cancellation_before_and_after_start() {
         })
     };
     // Bounded wait until the guest is running, then cancel.
-    for _ in 0..500 {
-        if rt.executions() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_first_execution(&rt).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
     ctx.cancel.cancel();
@@ -581,11 +596,7 @@ fn cli_approval_round_trip() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_id_in_flight_is_not_executed_twice() {
     let e = env("");
-    let text = std::fs::read_to_string(&e.config).unwrap().replace(
-        "limits = { deadline_ms = 30_000 }",
-        "limits = { deadline_ms = 1_500 }",
-    );
-    std::fs::write(&e.config, text).unwrap();
+    shorten_sleep(&e);
     let rt = std::sync::Arc::new(rt(&e));
     let ctx = rt.context("alice", "acme");
     let first = {
@@ -595,12 +606,7 @@ async fn an_id_in_flight_is_not_executed_twice() {
                 .await
         })
     };
-    for _ in 0..500 {
-        if rt.executions() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_first_execution(&rt).await;
     let second = rt
         .run_call(&ctx, &call("x", "sleep_forever", json!({})), None)
         .await;
@@ -614,11 +620,7 @@ async fn an_id_in_flight_is_not_executed_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_concurrency_limit() {
     let e = env("[run]\nmax_concurrent_calls = 1\n");
-    let text = std::fs::read_to_string(&e.config).unwrap().replace(
-        "limits = { deadline_ms = 30_000 }",
-        "limits = { deadline_ms = 1_500 }",
-    );
-    std::fs::write(&e.config, text).unwrap();
+    shorten_sleep(&e);
     let rt = std::sync::Arc::new(rt(&e));
     let ctx = rt.context("alice", "acme");
     let busy = {
@@ -628,12 +630,7 @@ async fn host_concurrency_limit() {
                 .await
         })
     };
-    for _ in 0..500 {
-        if rt.executions() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_first_execution(&rt).await;
     let r = rt
         .run_call(&ctx, &call("next", "greet", json!({"name": "x"})), None)
         .await;
