@@ -89,6 +89,17 @@ fn shorten_sleep(e: &Env) {
     std::fs::write(&e.config, text).unwrap();
 }
 
+/// Run a call with no arguments in the background.
+fn spawn_call(
+    rt: &std::sync::Arc<Runtime>,
+    ctx: &RunContext,
+    id: &str,
+    name: &str,
+) -> tokio::task::JoinHandle<toolhost::ToolResult> {
+    let (rt, ctx, c) = (rt.clone(), ctx.clone(), call(id, name, json!({})));
+    tokio::spawn(async move { rt.run_call(&ctx, &c, None).await })
+}
+
 /// Bounded wait until the runtime has entered the sandbox once.
 async fn wait_for_first_execution(rt: &Runtime) {
     for _ in 0..500 {
@@ -372,13 +383,7 @@ async fn cancellation_before_and_after_start() {
     assert_eq!(rt.executions(), 0);
 
     let ctx = rt.context("alice", "acme");
-    let task = {
-        let (rt, ctx) = (rt.clone(), ctx.clone());
-        tokio::spawn(async move {
-            rt.run_call(&ctx, &call("c1", "spin_deadline", json!({})), None)
-                .await
-        })
-    };
+    let task = spawn_call(&rt, &ctx, "c1", "spin_deadline");
     // Bounded wait until the guest is running, then cancel.
     wait_for_first_execution(&rt).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -599,13 +604,7 @@ async fn an_id_in_flight_is_not_executed_twice() {
     shorten_sleep(&e);
     let rt = std::sync::Arc::new(rt(&e));
     let ctx = rt.context("alice", "acme");
-    let first = {
-        let (rt, ctx) = (rt.clone(), ctx.clone());
-        tokio::spawn(async move {
-            rt.run_call(&ctx, &call("x", "sleep_forever", json!({})), None)
-                .await
-        })
-    };
+    let first = spawn_call(&rt, &ctx, "x", "sleep_forever");
     wait_for_first_execution(&rt).await;
     let second = rt
         .run_call(&ctx, &call("x", "sleep_forever", json!({})), None)
@@ -623,13 +622,7 @@ async fn host_concurrency_limit() {
     shorten_sleep(&e);
     let rt = std::sync::Arc::new(rt(&e));
     let ctx = rt.context("alice", "acme");
-    let busy = {
-        let (rt, ctx) = (rt.clone(), ctx.clone());
-        tokio::spawn(async move {
-            rt.run_call(&ctx, &call("busy", "sleep_forever", json!({})), None)
-                .await
-        })
-    };
+    let busy = spawn_call(&rt, &ctx, "busy", "sleep_forever");
     wait_for_first_execution(&rt).await;
     let r = rt
         .run_call(&ctx, &call("next", "greet", json!({"name": "x"})), None)

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -191,6 +191,28 @@ impl Ledger {
             });
         }
         Ok(out)
+    }
+
+    /// The first call with an event of this `stage`, `decision` and `detail` (e.g. the call
+    /// whose `approve` stage asked for approval of a digest), as `(run_id, call_id)`.
+    pub fn find_event(
+        &self,
+        stage: &str,
+        decision: &str,
+        detail: &str,
+    ) -> Result<Option<(String, String)>, LedgerError> {
+        let conn = self.conn();
+        let found = conn
+            .prepare_cached(
+                "SELECT run_id, call_id FROM events
+                 WHERE stage = ?1 AND decision = ?2 AND detail = ?3
+                 ORDER BY id LIMIT 1",
+            )?
+            .query_row(params![stage, decision, detail], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()?;
+        Ok(found)
     }
 
     /// Every call (of one run, or of all), in admission order, each with its events in order.

@@ -121,14 +121,15 @@ impl Runtime {
         handle: &str,
     ) -> Result<(String, crate::ledger::CallRecord), ApproveError> {
         let (digest, _expires) = crate::policy::parse_handle(handle)?;
-        let calls = self.ledger.calls(None)?;
-        let record = calls
+        let (run_id, call_id) = self
+            .ledger
+            .find_event("approve", "approval_required", &digest)?
+            .ok_or(ApproveError::NotRequested)?;
+        let record = self
+            .ledger
+            .calls(Some(&run_id))?
             .into_iter()
-            .find(|c| {
-                c.events.iter().any(|e| {
-                    e.stage == "approve" && e.decision == "approval_required" && e.detail == digest
-                })
-            })
+            .find(|c| c.call_id == call_id)
             .ok_or(ApproveError::NotRequested)?;
         let token = self.approval_key.mint(handle)?;
         Ok((token, record))

@@ -356,17 +356,18 @@ impl Runtime {
                         Some(detail),
                     ),
                 };
-                let mut r = ToolResult::failed(call, code, message, usage);
-                if detail.is_some() || !exec.stderr.is_empty() {
-                    let detail = detail.unwrap_or_else(|| code.to_string());
-                    r.diagnostic_id = Some(self.diagnostics.record(
-                        tool.name.as_str(),
-                        &call.call_id,
-                        &detail,
-                        &exec.stderr,
-                    ));
+                if detail.is_none() && exec.stderr.is_empty() {
+                    return ToolResult::failed(call, code, message, usage);
                 }
-                return r;
+                let detail = detail.unwrap_or_else(|| code.to_string());
+                return self.failed_with_diagnostic(
+                    call,
+                    tool,
+                    (code, message),
+                    usage,
+                    &detail,
+                    &exec.stderr,
+                );
             }
         };
         if results.iter().map(json_size_lower_bound).sum::<u64>() > tool.limits.output_bytes {
@@ -403,19 +404,17 @@ impl Runtime {
         let value = match value {
             Ok(v) => v,
             Err(e) => {
-                let mut r = ToolResult::failed(
+                return self.failed_with_diagnostic(
                     call,
-                    Code::InvalidOutput,
-                    "the tool returned a value that has no JSON form",
+                    tool,
+                    (
+                        Code::InvalidOutput,
+                        "the tool returned a value that has no JSON form",
+                    ),
                     usage,
-                );
-                r.diagnostic_id = Some(self.diagnostics.record(
-                    tool.name.as_str(),
-                    &call.call_id,
                     &e.to_string(),
                     &exec.stderr,
-                ));
-                return r;
+                );
             }
         };
         let size = serde_json::to_vec(&value)
@@ -432,19 +431,17 @@ impl Runtime {
         }
         if let Err(violations) = tool.output_validator.validate(&value) {
             let detail: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
-            let mut r = ToolResult::failed(
+            return self.failed_with_diagnostic(
                 call,
-                Code::InvalidOutput,
-                "the tool returned a value that does not match its output schema",
+                tool,
+                (
+                    Code::InvalidOutput,
+                    "the tool returned a value that does not match its output schema",
+                ),
                 usage,
-            );
-            r.diagnostic_id = Some(self.diagnostics.record(
-                tool.name.as_str(),
-                &call.call_id,
                 &detail.join("; "),
                 &exec.stderr,
-            ));
-            return r;
+            );
         }
         ToolResult::completed(call, value, usage)
     }
@@ -465,6 +462,25 @@ impl Runtime {
                 r
             }
         }
+    }
+
+    /// A failure whose operator detail (and the guest's stderr) goes to the diagnostic log.
+    fn failed_with_diagnostic(
+        &self,
+        call: &ToolCall,
+        tool: &Tool,
+        (code, message): (Code, &str),
+        usage: Usage,
+        detail: &str,
+        stderr: &[u8],
+    ) -> ToolResult {
+        let mut r = ToolResult::failed(call, code, message, usage);
+        r.diagnostic_id =
+            Some(
+                self.diagnostics
+                    .record(tool.name.as_str(), &call.call_id, detail, stderr),
+            );
+        r
     }
 
     fn host_fault(&self, call: &ToolCall, message: &str, detail: &str) -> ToolResult {
