@@ -21,8 +21,13 @@ build-guests: setup
 build: build-guests
     cargo build --quiet
 
+# The Python virtual environment with the pinned MCP SDK the MCP tests drive toolhost with.
+setup-mcp:
+    @.venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '2.3.0')" 2>/dev/null \
+        || (python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt)
+
 # Build guests, then run every test (unit and integration).
-test: build-guests
+test: build-guests setup-mcp
     cargo test --workspace -- --test-threads 4
 
 # Formatting and clippy, host and guests.
@@ -34,6 +39,10 @@ lint:
 # A few real calls and a few hostile ones, as a table.
 demo: build
     bash tests/demo.sh
+
+# Serve the example tools over MCP on stdio (add `--http 127.0.0.1:8080` for Streamable HTTP).
+serve *ARGS: build
+    cargo run --quiet -- serve {{ARGS}}
 
 # Print the example tools' definitions.
 tools: build

@@ -14,6 +14,7 @@
 //! - [`policy`]: authorization rules and approval tokens.
 //! - [`ledger`]: admission, replay, terminal outcomes and the audit trail (SQLite).
 //! - [`runtime`]: the pipeline over the registry and the sandbox.
+//! - [`serve`]: MCP over stdio and Streamable HTTP.
 
 pub mod contract;
 pub mod ledger;
@@ -21,6 +22,7 @@ pub mod policy;
 pub mod registry;
 pub mod runtime;
 pub mod sandbox;
+pub mod serve;
 
 pub use contract::{Budgets, Code, RunContext, Status, ToolCall, ToolResult, Usage};
 pub use registry::config::{Config, Risk, ToolName};

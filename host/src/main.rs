@@ -65,6 +65,21 @@ enum Command {
         #[arg(long)]
         run: Option<String>,
     },
+    /// Serve every configured tool over MCP: stdio by default (exits when stdin closes), or
+    /// Streamable HTTP on `--http ADDR` (path /mcp; loopback unless tokens are configured).
+    Serve {
+        #[arg(long, default_value = "toolhost.toml")]
+        config: PathBuf,
+        /// Serve Streamable HTTP on this address (HOST:PORT, or a PORT on 127.0.0.1).
+        #[arg(long, value_parser = parse_listen)]
+        http: Option<std::net::SocketAddr>,
+        /// The principal of stdio sessions (default: `[serve] principal`, else "local").
+        #[arg(long)]
+        principal: Option<String>,
+        /// The tenant of stdio sessions (default: `[serve] tenant`, else "default").
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Run a JSON array of proposals ({call_id, name, arguments, approval_token?}) as one batch
     /// and print the results in order.
     Batch {
@@ -208,6 +223,12 @@ async fn run(command: Command) -> ExitCode {
                 Err(e) => usage_error(&e),
             }
         }
+        Command::Serve {
+            config,
+            http,
+            principal,
+            tenant,
+        } => serve(&config, http, principal, tenant).await,
         Command::Batch {
             config,
             identity,
@@ -240,6 +261,60 @@ async fn run(command: Command) -> ExitCode {
             }
         }
     }
+}
+
+/// `toolhost serve`: MCP over stdio or HTTP until stdin closes or Ctrl-C.
+async fn serve(
+    path: &std::path::Path,
+    http: Option<std::net::SocketAddr>,
+    principal: Option<String>,
+    tenant: Option<String>,
+) -> ExitCode {
+    let mut config = match toolhost::Config::load(path) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    if let Some(p) = principal {
+        config.serve.principal = p;
+    }
+    if let Some(t) = tenant {
+        config.serve.tenant = t;
+    }
+    let rt = match Runtime::from_loaded(&config, EpochMode::Ticker) {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(&e),
+    };
+    warn(&rt.registry);
+    let shared = toolhost::serve::Shared::new(std::sync::Arc::new(rt));
+    let result = match http {
+        None => toolhost::serve::serve_stdio(shared, &config.serve).await,
+        Some(addr) => {
+            let stop = tokio_util::sync::CancellationToken::new();
+            let on_signal = stop.clone();
+            tokio::spawn(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                on_signal.cancel();
+            });
+            let r = toolhost::serve::serve_http(shared.clone(), &config.serve, addr, stop, |a| {
+                eprintln!("toolhost: serving MCP on http://{a}/mcp");
+            })
+            .await;
+            shared.drain().await;
+            r
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => usage_error(&e),
+    }
+}
+
+fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse()
+        .map_err(|_| format!("{s:?} is not HOST:PORT or PORT (e.g. 127.0.0.1:8080)"))
 }
 
 /// Load the runtime for a config, or the exit status of a bad config.

@@ -24,7 +24,23 @@ const FIXTURES: &[&str] = &[
     "exfiltrate",
     "read_env",
     "log_spam",
+    "forge_stdout",
 ];
+
+/// Forged protocol lines on stdout are captured like any output: the call completes with the
+/// byte count, the host's own stdout stays empty of them, and the host serves a normal call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_stdout_is_captured() {
+    let rt = runtime(&adversarial_config());
+    let tool = rt.registry.get("forge_stdout").unwrap();
+    let exec = rt.execute(tool, &[]).await;
+    let printed = String::from_utf8_lossy(&exec.stdout).into_owned();
+    assert!(printed.contains("FORGED"), "{printed}");
+    let r = run(&rt, "forge_stdout", json!({})).await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_eq!(r.output, Some(json!(printed.len())));
+    assert_still_serves(&rt).await;
+}
 
 /// The rows that end in a failure code, with the deadline they run under.
 const FAILING: &[(&str, Code, u64)] = &[

@@ -10,6 +10,7 @@ mod epochs;
 mod example_tools;
 mod hostile;
 mod json_schema_suite;
+mod mcp;
 mod pipeline;
 mod resources;
 mod support;

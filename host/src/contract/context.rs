@@ -5,6 +5,8 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use super::hooks::{ApproverHandle, ProgressSink};
+
 /// Limits that span the calls of one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Budgets {
@@ -28,6 +30,10 @@ pub struct RunContext {
     /// Cancelling it cancels every call of the run.
     pub cancel: CancellationToken,
     pub budgets: Budgets,
+    /// Where a guest's live progress reports go, if the frontend wants them.
+    pub progress: Option<ProgressSink>,
+    /// Whom to ask when a call needs approval and came without a token, if anyone.
+    pub approver: Option<ApproverHandle>,
 }
 
 impl RunContext {
@@ -40,6 +46,8 @@ impl RunContext {
             deadline: None,
             cancel: CancellationToken::new(),
             budgets: Budgets::default(),
+            progress: None,
+            approver: None,
         }
     }
 

@@ -6,12 +6,16 @@
 //! policy internals.
 
 mod context;
+mod hooks;
 mod render;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use context::{Budgets, RunContext};
+pub use hooks::{
+    ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestProgress, ProgressSink,
+};
 pub use render::DEFAULT_MODEL_MESSAGE_BYTES;
 
 /// A call proposed by a model: which tool, correlated by which id, with which arguments.

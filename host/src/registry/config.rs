@@ -32,6 +32,9 @@ pub struct Config {
     /// Who may call what. Without this section every principal may call every tool.
     #[serde(default)]
     pub policy: Option<crate::policy::PolicyConfig>,
+    /// How `toolhost serve` identifies MCP callers.
+    #[serde(default)]
+    pub serve: crate::serve::ServeConfig,
     /// The components to load.
     #[serde(default, rename = "component")]
     pub components: Vec<ComponentConfig>,

@@ -70,10 +70,13 @@ impl Runtime {
     /// Load a config file: engine sized for its limits, every component loaded, the ledger
     /// opened (and calls a previous process left unfinished closed as `outcome_unknown`).
     pub fn from_config(path: &std::path::Path, epochs: EpochMode) -> Result<Runtime, StartError> {
-        let config = Config::load(path)?;
-        let sandbox =
-            Sandbox::new(engine_settings(&config), epochs).map_err(RegistryError::from)?;
-        let registry = Registry::load(&config, &sandbox)?;
+        Runtime::from_loaded(&Config::load(path)?, epochs)
+    }
+
+    /// [`Runtime::from_config`] for a config already loaded (a frontend reads its own section).
+    pub fn from_loaded(config: &Config, epochs: EpochMode) -> Result<Runtime, StartError> {
+        let sandbox = Sandbox::new(engine_settings(config), epochs).map_err(RegistryError::from)?;
+        let registry = Registry::load(config, &sandbox)?;
         let data = config.data_dir();
         let ledger = Ledger::open(
             &data.join("ledger.sqlite"),
@@ -185,6 +188,7 @@ impl Runtime {
                 &limits,
                 &tool.grant,
                 &cancel,
+                ctx.progress.clone(),
             )
             .await
     }

@@ -8,7 +8,10 @@ use serde_json::Value;
 use wasmtime::component::types::Type;
 use wasmtime::component::Val;
 
-use crate::contract::{ApprovalNeeded, Code, RunContext, Status, ToolCall, ToolResult, Usage};
+use crate::contract::{
+    ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, Status, ToolCall, ToolResult,
+    Usage,
+};
 use crate::ledger::{digest_bytes, Admission};
 use crate::policy::{canonical_json, ApprovalFailure, ApprovalSubject, Subject};
 use crate::registry::convert::{json_size_lower_bound, to_json, to_val};
@@ -147,7 +150,7 @@ impl Runtime {
         }
         // 5. approve
         if crate::policy::needs_approval(tool.approval, tool.risk) {
-            if let Err(r) = self.approve(ctx, call, tool, approval_token) {
+            if let Err(r) = self.approve(ctx, call, tool, approval_token).await {
                 return *r;
             }
         }
@@ -212,9 +215,11 @@ impl Runtime {
     }
 
     /// Stage 5: without a token the call ends `approval_required` with a handle a human can
-    /// approve; with one, the token must fit this exact call, be unexpired and unused.
+    /// approve — unless the run has an approver, who is asked first (an accept mints the token
+    /// for this exact call, a decline ends it `approval_denied`). With a token, the token must
+    /// fit this exact call, be unexpired and unused.
     #[allow(clippy::result_large_err)]
-    fn approve(
+    async fn approve(
         &self,
         ctx: &RunContext,
         call: &ToolCall,
@@ -229,20 +234,32 @@ impl Runtime {
             run_id: ctx.run_id.clone(),
         };
         let now = unix_now();
-        let Some(token) = token else {
-            let request = self.approval_key.request(&subject, now, self.approval_ttl);
-            self.event(ctx, call, "approve", "approval_required", &request.digest);
-            let mut r = ToolResult::failed(
-                call,
-                Code::ApprovalRequired,
-                "this tool needs a human's approval; resubmit the call with the approval token",
-                Usage::default(),
-            );
-            r.approval = Some(ApprovalNeeded {
-                handle: request.handle,
-                expires_at: request.expires_at,
-            });
-            return Err(Box::new(r));
+        let asked;
+        let token = match token {
+            Some(t) => t,
+            None => {
+                let request = self.approval_key.request(&subject, now, self.approval_ttl);
+                match self.ask_approver(ctx, call, &subject, &request).await? {
+                    Some(minted) => {
+                        asked = minted;
+                        asked.as_str()
+                    }
+                    None => {
+                        self.event(ctx, call, "approve", "approval_required", &request.digest);
+                        let mut r = ToolResult::failed(
+                            call,
+                            Code::ApprovalRequired,
+                            "this tool needs a human's approval; resubmit the call with the approval token",
+                            Usage::default(),
+                        );
+                        r.approval = Some(ApprovalNeeded {
+                            handle: request.handle,
+                            expires_at: request.expires_at,
+                        });
+                        return Err(Box::new(r));
+                    }
+                }
+            }
         };
         let consume =
             |id: &str, expires: i64| self.ledger.consume_token(id, expires).unwrap_or(false);
@@ -267,6 +284,60 @@ impl Runtime {
                     Usage::default(),
                 )))
             }
+        }
+    }
+
+    /// Ask the run's approver, if it has one. `Some(token)`: approved, with a token minted for
+    /// exactly this request (it still goes through verification and is consumed once).
+    /// A decline ends the call here with `approval_denied`.
+    #[allow(clippy::result_large_err)]
+    async fn ask_approver(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        subject: &ApprovalSubject,
+        request: &crate::policy::ApprovalRequest,
+    ) -> Result<Option<String>, Box<ToolResult>> {
+        let Some(approver) = ctx.approver.as_ref() else {
+            return Ok(None);
+        };
+        let prompt = ApprovalPrompt {
+            tool: subject.tool.clone(),
+            canonical_arguments: String::from_utf8_lossy(&canonical_json(&subject.arguments))
+                .into_owned(),
+            principal: subject.principal.clone(),
+            tenant: subject.tenant.clone(),
+            expires_at: request.expires_at,
+        };
+        self.event(ctx, call, "approve", "asked", &request.digest);
+        let answer = tokio::select! {
+            a = approver.0.ask(&prompt) => a,
+            _ = ctx.cancel.cancelled() => ApprovalAnswer::Unavailable,
+        };
+        match answer {
+            ApprovalAnswer::Approved => match self.approval_key.mint(&request.handle) {
+                Ok(token) => Ok(Some(token)),
+                Err(e) => {
+                    self.event(ctx, call, "approve", "mint_failed", &e.to_string());
+                    Ok(None)
+                }
+            },
+            ApprovalAnswer::Declined => {
+                self.event(
+                    ctx,
+                    call,
+                    "approve",
+                    "approval_denied",
+                    "declined by a human",
+                );
+                Err(Box::new(ToolResult::failed(
+                    call,
+                    Code::ApprovalDenied,
+                    "a human declined this call",
+                    Usage::default(),
+                )))
+            }
+            ApprovalAnswer::Unavailable => Ok(None),
         }
     }
 

@@ -8,6 +8,8 @@ use wasmtime::component::{ComponentExportIndex, InstancePre, ResourceTable, Val}
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi_http::WasiHttpCtx;
 
+use crate::contract::ProgressSink;
+
 use super::engine::{deadline_ticks, EPOCH_TICK};
 use super::grant::{build_wasi, Grant};
 use super::host_api::Reports;
@@ -64,6 +66,7 @@ impl Sandbox {
         limits: &Limits,
         grant: &Grant,
         cancel: &CancellationToken,
+        progress: Option<ProgressSink>,
     ) -> Execution {
         let started = Instant::now();
         let (wasi, captured) = match build_wasi(grant, limits.output_bytes) {
@@ -76,7 +79,10 @@ impl Sandbox {
             http: WasiHttpCtx::new(),
             hooks: HttpPolicy::new(grant.network.clone()),
             limiter: CallLimiter::new(limits),
-            reports: Reports::default(),
+            reports: Reports {
+                sink: progress,
+                ..Reports::default()
+            },
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use crate::contract::{GuestProgress, ProgressSink};
+
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "toolhost:tool/tool",
@@ -41,6 +43,9 @@ pub struct Reports {
     pub dropped: u64,
     /// Whether any kept message was truncated.
     pub truncated: bool,
+    /// Where progress goes live (numbers only), besides being kept.
+    #[serde(skip)]
+    pub sink: Option<ProgressSink>,
 }
 
 impl Reports {
@@ -67,6 +72,9 @@ impl Reports {
 
 impl Host for Reports {
     fn progress(&mut self, done: u64, total: Option<u64>, message: String) {
+        if let Some(sink) = &self.sink {
+            sink.offer(GuestProgress { done, total });
+        }
         if self.kept.len() >= MAX_REPORTS_PER_CALL {
             self.dropped += 1;
             return;

@@ -1,0 +1,138 @@
+//! Approval through the MCP client's human: `elicitation/create` shows the tool and its
+//! canonical arguments and asks for an explicit yes.
+//!
+//! Only an `accept` whose content says `{"approve": true}` approves; `decline` (or an accept
+//! that says no) refuses; `cancel`, a timeout or a failed request leaves the call
+//! `approval_required`, so an operator can still approve it with `toolhost approve`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use rmcp::model::{ElicitRequestParams, ElicitationAction};
+use rmcp::service::{Peer, RoleServer};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::contract::{ApprovalAnswer, ApprovalPrompt, Approver};
+
+/// How long the human has to answer before the call ends `approval_required`.
+pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
+/// Bytes of canonical arguments shown in the question; longer arguments are cut, and their
+/// SHA-256 is always shown.
+pub const MAX_SHOWN_ARGUMENT_BYTES: usize = 4096;
+
+/// Asks through one session's client.
+pub struct ElicitingApprover {
+    peer: Peer<RoleServer>,
+}
+
+impl ElicitingApprover {
+    pub fn new(peer: Peer<RoleServer>) -> Self {
+        ElicitingApprover { peer }
+    }
+}
+
+/// The question a human reads.
+pub fn question(p: &ApprovalPrompt) -> String {
+    let args = &p.canonical_arguments;
+    let shown = crate::runtime::clip(args, MAX_SHOWN_ARGUMENT_BYTES);
+    let cut = if shown.len() < args.len() {
+        format!(" … [{} more bytes]", args.len() - shown.len())
+    } else {
+        String::new()
+    };
+    format!(
+        "Approve this tool call?\n\ntool: {}\nprincipal: {} (tenant {})\narguments: {shown}{cut}\n\
+         arguments sha256: {}\n\nThe approval is for this exact call, once.",
+        p.tool,
+        p.principal,
+        p.tenant,
+        hex::encode(Sha256::digest(args.as_bytes())),
+    )
+}
+
+fn params(p: &ApprovalPrompt) -> ElicitRequestParams {
+    serde_json::from_value(json!({
+        "mode": "form",
+        "message": question(p),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "approve": {
+                    "type": "boolean",
+                    "title": "Approve",
+                    "description": "Run this exact call once",
+                    "default": false
+                }
+            },
+            "required": ["approve"]
+        }
+    }))
+    .expect("the approval form is a valid elicitation request")
+}
+
+impl Approver for ElicitingApprover {
+    fn ask<'a>(
+        &'a self,
+        prompt: &'a ApprovalPrompt,
+    ) -> Pin<Box<dyn Future<Output = ApprovalAnswer> + Send + 'a>> {
+        Box::pin(async move {
+            let answer = self
+                .peer
+                .create_elicitation_with_timeout(params(prompt), Some(ELICITATION_TIMEOUT))
+                .await;
+            match answer {
+                Ok(r) => match r.action {
+                    ElicitationAction::Accept => {
+                        let yes = r
+                            .content
+                            .as_ref()
+                            .and_then(|c| c.get("approve"))
+                            .and_then(|v| v.as_bool());
+                        match yes {
+                            Some(true) => ApprovalAnswer::Approved,
+                            _ => ApprovalAnswer::Declined,
+                        }
+                    }
+                    ElicitationAction::Decline => ApprovalAnswer::Declined,
+                    _ => ApprovalAnswer::Unavailable,
+                },
+                Err(_) => ApprovalAnswer::Unavailable,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(args: String) -> ApprovalPrompt {
+        ApprovalPrompt {
+            tool: "delete_file".into(),
+            canonical_arguments: args,
+            principal: "alice".into(),
+            tenant: "acme".into(),
+            expires_at: 0,
+        }
+    }
+
+    /// The question names the tool, the identity and the exact arguments.
+    #[test]
+    fn question_shows_the_call() {
+        let q = question(&prompt("{\"path\":\"/a\"}".into()));
+        assert!(q.contains("delete_file"));
+        assert!(q.contains("alice"));
+        assert!(q.contains("{\"path\":\"/a\"}"));
+        let _ = params(&prompt("{}".into()));
+    }
+
+    /// Long arguments are cut, and the cut is said, with the digest of the whole.
+    #[test]
+    fn long_arguments_are_cut_visibly() {
+        let q = question(&prompt("x".repeat(MAX_SHOWN_ARGUMENT_BYTES + 10)));
+        assert!(q.contains("[10 more bytes]"));
+        assert!(q.len() < MAX_SHOWN_ARGUMENT_BYTES + 400);
+    }
+}

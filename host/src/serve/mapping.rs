@@ -1,0 +1,179 @@
+//! Between toolhost's vocabulary and MCP's: a tool definition becomes an MCP `Tool` (schemas
+//! and annotations), a `ToolResult` becomes a `CallToolResult`.
+//!
+//! MCP wants an object at the top of `outputSchema` and `structuredContent`. A tool whose WIT
+//! result is not a record (a string, a number, a list, nothing) is advertised wrapped as
+//! `{"result": <value>}`, and its structured content is wrapped the same way.
+
+use rmcp::model::{CallToolResult, Tool};
+use serde_json::{json, Map, Value};
+
+use crate::contract::{Status, ToolResult, DEFAULT_MODEL_MESSAGE_BYTES};
+use crate::registry::config::Risk;
+use crate::registry::Tool as HostTool;
+
+/// The property a non-object output is wrapped in.
+pub const WRAPPED_RESULT: &str = "result";
+
+/// Whether a tool's output is advertised as is (an object schema) or wrapped.
+pub fn output_is_object(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
+}
+
+/// The MCP `outputSchema` for a derived (and refined) output schema.
+pub fn output_schema(schema: &Value) -> Value {
+    if output_is_object(schema) {
+        return schema.clone();
+    }
+    let mut inner = schema.clone();
+    let dialect = inner.as_object_mut().and_then(|o| o.remove("$schema"));
+    let mut wrapped = json!({
+        "type": "object",
+        "properties": { WRAPPED_RESULT: inner },
+        "required": [WRAPPED_RESULT],
+        "additionalProperties": false,
+    });
+    if let (Some(d), Some(o)) = (dialect, wrapped.as_object_mut()) {
+        o.insert("$schema".into(), d);
+    }
+    wrapped
+}
+
+/// The MCP annotations a risk class implies (hints only; the host enforces, not the client).
+pub fn annotations(risk: Risk, networked: bool) -> Value {
+    let (read_only, destructive, idempotent) = match risk {
+        Risk::Read => (true, false, true),
+        Risk::Write => (false, false, false),
+        Risk::External => (false, false, false),
+        Risk::Destructive => (false, true, false),
+    };
+    json!({
+        "readOnlyHint": read_only,
+        "destructiveHint": destructive,
+        "idempotentHint": idempotent,
+        "openWorldHint": networked || risk == Risk::External,
+    })
+}
+
+/// One tool as `tools/list` shows it.
+pub fn mcp_tool(tool: &HostTool) -> Tool {
+    let def = tool.definition();
+    let value = json!({
+        "name": def.name,
+        "description": def.description,
+        "inputSchema": def.input_schema,
+        "outputSchema": output_schema(&def.output_schema),
+        "annotations": annotations(def.risk, tool.grant.has_network()),
+    });
+    serde_json::from_value(value).expect("a derived definition is a valid MCP tool")
+}
+
+/// A terminal result as `tools/call` returns it: completed calls carry the output as
+/// structured content; every failure is `isError` with `{status, code, message}` — never a
+/// protocol error. The text block is the bounded, untrusted-labelled model rendering.
+pub fn call_result(result: &ToolResult, wrap: bool) -> CallToolResult {
+    let text = result.model_message(DEFAULT_MODEL_MESSAGE_BYTES);
+    let (structured, is_error) = match (&result.status, &result.output) {
+        (Status::Completed, Some(out)) => {
+            let content = if wrap {
+                json!({ WRAPPED_RESULT: out })
+            } else {
+                out.clone()
+            };
+            (content, false)
+        }
+        _ => (failure_content(result), true),
+    };
+    let value = json!({
+        "content": [{ "type": "text", "text": text }],
+        "structuredContent": structured,
+        "isError": is_error,
+    });
+    serde_json::from_value(value).expect("a rendered result is a valid MCP result")
+}
+
+/// `{status, code, message, call_id}` (and the approval handle, when one is needed).
+fn failure_content(result: &ToolResult) -> Value {
+    let mut m = Map::new();
+    m.insert("status".into(), json!(result.status));
+    m.insert(
+        "code".into(),
+        result.code.map_or(Value::Null, |c| json!(c.as_str())),
+    );
+    m.insert("message".into(), json!(result.message));
+    m.insert("call_id".into(), json!(result.call_id));
+    if let Some(a) = &result.approval {
+        m.insert(
+            "approval".into(),
+            json!({"handle": a.handle, "expires_at": a.expires_at}),
+        );
+    }
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{Code, ToolCall, Usage};
+
+    fn call() -> ToolCall {
+        ToolCall {
+            call_id: "c1".into(),
+            name: "t".into(),
+            arguments: json!({}),
+        }
+    }
+
+    /// A scalar output schema is wrapped into an object, keeping its dialect at the top.
+    #[test]
+    fn scalar_outputs_are_wrapped() {
+        let s = output_schema(&json!({"$schema": "d", "type": "integer"}));
+        assert_eq!(s["type"], "object");
+        assert_eq!(s["$schema"], "d");
+        assert_eq!(s["properties"]["result"], json!({"type": "integer"}));
+        let r = call_result(
+            &ToolResult::completed(&call(), json!(5), Usage::default()),
+            true,
+        );
+        assert_eq!(r.structured_content, Some(json!({"result": 5})));
+        assert_eq!(r.is_error, Some(false));
+    }
+
+    /// An object output schema is advertised unchanged and its content is not wrapped.
+    #[test]
+    fn object_outputs_are_not_wrapped() {
+        let schema = json!({"type": "object", "properties": {}});
+        assert_eq!(output_schema(&schema), schema);
+        let r = call_result(
+            &ToolResult::completed(&call(), json!({"a": 1}), Usage::default()),
+            false,
+        );
+        assert_eq!(r.structured_content, Some(json!({"a": 1})));
+    }
+
+    /// A failure is a tool result with isError and status/code/message, not a protocol error.
+    #[test]
+    fn failures_carry_status_code_message() {
+        let r = call_result(
+            &ToolResult::failed(&call(), Code::InvalidArguments, "bad", Usage::default()),
+            true,
+        );
+        assert_eq!(r.is_error, Some(true));
+        let s = r.structured_content.unwrap();
+        assert_eq!(s["status"], "failed");
+        assert_eq!(s["code"], "invalid_arguments");
+        assert_eq!(s["message"], "bad");
+    }
+
+    /// Annotations follow the risk class; the network grant opens the world.
+    #[test]
+    fn annotations_follow_risk() {
+        let a = annotations(Risk::Read, false);
+        assert_eq!(a["readOnlyHint"], true);
+        assert_eq!(a["openWorldHint"], false);
+        let d = annotations(Risk::Destructive, false);
+        assert_eq!(d["destructiveHint"], true);
+        assert_eq!(d["readOnlyHint"], false);
+        assert_eq!(annotations(Risk::Read, true)["openWorldHint"], true);
+    }
+}

@@ -1,0 +1,82 @@
+//! MCP frontends: every configured tool as an MCP tool, the whole pipeline behind each
+//! `tools/call`, over stdio or Streamable HTTP (rmcp does the protocol).
+//!
+//! A session is a run: its own run id and budgets, one identity (from the config on stdio,
+//! from a bearer token over HTTP). Guest output never reaches the protocol channel: guest
+//! stdout and stderr are captured in the sandbox, and nothing here prints to stdout.
+//!
+//! # Layout
+//!
+//! - [`config`]: the `[serve]` section (stdio identity, token hashes, Host/Origin allowlists).
+//! - [`handler`]: one session — `tools/list`, `tools/call`, call ids, cancellation.
+//! - [`mapping`]: definitions and results between toolhost and MCP.
+//! - [`progress`]: guest progress → `notifications/progress`, bounded and content-free.
+//! - [`elicit`]: approval through `elicitation/create`.
+//! - [`http`]: the HTTP listener, bearer authentication.
+
+pub mod config;
+pub mod elicit;
+pub mod handler;
+pub mod http;
+pub mod mapping;
+pub mod progress;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use tokio_util::task::TaskTracker;
+
+pub use config::{Identity, ServeConfig};
+pub use handler::{Session, Shared, PROTOCOL_VERSIONS};
+
+use crate::Runtime;
+
+/// How long a stopping server waits for its cancelled calls to record their outcomes.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Why a server could not start or stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("refusing to listen on {0} without authentication: add [[serve.token]] entries to the config, or bind a loopback address")]
+    OpenBindWithoutAuth(SocketAddr),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, #[source] std::io::Error),
+    #[error("the MCP session could not start: {0}")]
+    Handshake(String),
+    #[error("the server closed")]
+    Closed,
+}
+
+impl Shared {
+    pub fn new(runtime: Arc<Runtime>) -> Shared {
+        Shared {
+            runtime,
+            tracker: TaskTracker::new(),
+        }
+    }
+
+    /// Wait (bounded) for every call task to record its outcome.
+    pub async fn drain(&self) {
+        self.tracker.close();
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.tracker.wait()).await;
+    }
+}
+
+/// Serve one session over stdin/stdout until stdin closes; then cancel what is still running,
+/// wait for those calls to record their outcomes, and return.
+pub async fn serve_stdio(shared: Shared, config: &ServeConfig) -> Result<(), ServeError> {
+    let session = Session::new(shared.clone(), Some(config.local_identity()));
+    let end = session.end_token();
+    let running = session
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError::Handshake(e.to_string()))?;
+    let _ = running.waiting().await;
+    end.cancel();
+    shared.drain().await;
+    Ok(())
+}
+
+pub use http::serve_http;

@@ -1,0 +1,329 @@
+"""Drive `toolhost serve` with the official MCP Python SDK, one scenario per run.
+
+    python tests/mcp/client.py SCENARIO --binary B --config C            # stdio
+    python tests/mcp/client.py SCENARIO --url http://H:P/mcp --token T   # Streamable HTTP
+
+Each scenario asserts what it checks and exits non-zero with a message on the first failure;
+on success it prints one JSON object (facts the Rust test checks further, e.g. in the ledger).
+Everything it contacts is on loopback; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+PROTOCOL = "2025-11-25"
+
+# (tool, expected code) for every hostile fixture that ends in a failure.
+HOSTILE_FAILURES = [
+    ("spin", "fuel_exhausted"),
+    ("spin_deadline", "deadline_exceeded"),
+    ("balloon", "memory_exceeded"),
+    ("flood_stdout", "output_too_large"),
+    ("huge_result", "output_too_large"),
+    ("deep_recursion", "guest_trap"),
+    ("panic", "guest_trap"),
+    ("write_readonly", "tool_error"),
+]
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond: bool, what: str) -> None:
+    if not cond:
+        raise Failure(what)
+
+
+@asynccontextmanager
+async def connect(args: argparse.Namespace, **session_kwargs: Any):
+    """An initialized ClientSession over the chosen transport."""
+    if args.url:
+        headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
+            async with streamable_http_client(args.url, http_client=http) as (read, write):
+                async with ClientSession(read, write, **session_kwargs) as session:
+                    init = await session.initialize()
+                    yield session, init
+    else:
+        params = StdioServerParameters(command=args.binary, args=["serve", "--config", args.config])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, **session_kwargs) as session:
+                init = await session.initialize()
+                yield session, init
+
+
+def structured(result: types.CallToolResult) -> Any:
+    return result.structured_content
+
+
+def expect_error(result: types.CallToolResult, code: str, what: str) -> dict:
+    sc = structured(result) or {}
+    check(result.is_error is True, f"{what}: expected isError, got {result}")
+    check(sc.get("code") == code, f"{what}: expected code {code}, got {sc}")
+    check(sc.get("status") in ("failed", "cancelled", "outcome_unknown"), f"{what}: status {sc}")
+    message = sc.get("message")
+    check(isinstance(message, str) and not any(p in message for p in ("/work/", "/tmp/", "/root/", ".rs:")),
+          f"{what}: message {sc}")
+    return sc
+
+
+def expect_ok(result: types.CallToolResult, what: str) -> Any:
+    check(result.is_error is not True, f"{what}: expected success, got {result}")
+    text = result.content[0].text if result.content else ""
+    check('trust="untrusted"' in text, f"{what}: text rendering is not labelled untrusted: {text}")
+    return structured(result)
+
+
+async def scenario_tools(args: argparse.Namespace) -> dict:
+    """List tools, call every example tool, invalid and unknown calls, every hostile fixture."""
+    async with connect(args) as (s, init):
+        check(init.protocol_version == PROTOCOL, f"negotiated {init.protocol_version}")
+        first = await s.list_tools()
+        second = await s.list_tools()
+        dump = lambda r: [t.model_dump(mode="json") for t in r.tools]
+        check(dump(first) == dump(second), "tools/list differs between two calls")
+        tools = {t.name: t for t in first.tools}
+        for name in ["greet", "convert_length", "sha256", "json_pointer", "read_text", "list_dir",
+                     "write_text", "http_get", "spin", "log_spam", "forge_stdout"]:
+            check(name in tools, f"{name} is not listed: {sorted(tools)}")
+        for t in first.tools:
+            check(bool(t.description), f"{t.name} has no description")
+            check(t.input_schema.get("type") == "object", f"{t.name} input schema {t.input_schema}")
+            check(t.output_schema and t.output_schema.get("type") == "object",
+                  f"{t.name} output schema {t.output_schema}")
+            check(t.annotations is not None, f"{t.name} has no annotations")
+        a = tools["greet"].annotations
+        check(a.read_only_hint is True and a.destructive_hint is False, f"greet annotations {a}")
+        check(tools["write_text"].annotations.read_only_hint is False, "write_text is not read-only")
+        check(tools["http_get"].annotations.open_world_hint is True, "http_get is open-world")
+
+        # Every example tool, with its structured content checked against the outputSchema by
+        # the SDK itself (it validates every non-error result).
+        got = expect_ok(await s.call_tool("greet", {"name": "Ada"}), "greet")
+        check(got == {"result": "Hello, Ada!"}, f"greet: {got}")
+        got = expect_ok(await s.call_tool("convert_length",
+                                          {"value": 1.5, "from": "kilometre", "to": "metre"}), "convert")
+        check(got == {"result": 1500.0}, f"convert_length: {got}")
+        got = expect_ok(await s.call_tool("sha256", {"text": "abc"}), "sha256")
+        check(got["result"].startswith("ba7816bf"), f"sha256: {got}")
+        got = expect_ok(await s.call_tool("json_pointer",
+                                          {"document": '{"a":[1,2]}', "pointer": "/a/1"}), "pointer")
+        check(got == {"result": "2"}, f"json_pointer: {got}")
+        got = expect_ok(await s.call_tool("list_dir", {"path": "."}), "list_dir")
+        check(isinstance(got["result"], list), f"list_dir: {got}")
+        got = expect_ok(await s.call_tool("read_text", {"path": "hello.txt"}), "read_text")
+        check(got == {"result": "hello from the workspace\n"}, f"read_text: {got}")
+        if args.http_port:
+            got = expect_ok(await s.call_tool("http_get", {"url": f"http://127.0.0.1:{args.http_port}/"}),
+                            "http_get")
+            check(got["status"] == 200 and got["body"] == "hello from loopback", f"http_get: {got}")
+
+        # Failures are tool results, never protocol errors.
+        expect_error(await s.call_tool("greet", {"name": 5}), "invalid_arguments", "wrong type")
+        expect_error(await s.call_tool("greet", {}), "invalid_arguments", "missing argument")
+        expect_error(await s.call_tool("greet", {"name": "a", "extra": 1}), "invalid_arguments", "extra")
+        expect_error(await s.call_tool("no_such_tool", {}), "unknown_tool", "unknown tool")
+        expect_error(await s.call_tool("read_text", {"path": "../../etc/passwd"}), "tool_error", "escape")
+
+        for tool, code in HOSTILE_FAILURES:
+            expect_error(await s.call_tool(tool, {}), code, tool)
+            got = expect_ok(await s.call_tool("greet", {"name": "after"}), f"after {tool}")
+            check(got == {"result": "Hello, after!"}, f"after {tool}: {got}")
+
+        # Forged JSON-RPC on guest stdout: the real result arrives, nothing forged does.
+        got = expect_ok(await s.call_tool("forge_stdout", {}), "forge_stdout")
+        check(isinstance(got["result"], int) and got["result"] > 1000, f"forge_stdout: {got}")
+        for i in range(5):
+            got = expect_ok(await s.call_tool("greet", {"name": f"n{i}"}), "after forge")
+            check(got == {"result": f"Hello, n{i}!"}, f"after forge: {got}")
+        return {"tools": len(tools)}
+
+
+async def scenario_progress(args: argparse.Namespace) -> dict:
+    """Guest progress becomes bounded, increasing, content-free notifications."""
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with connect(args) as (s, _):
+        got = expect_ok(await s.call_tool("log_spam", {}, progress_callback=on_progress), "log_spam")
+        check(got == {"result": 200000}, f"log_spam: {got}")
+        # Without a token, no progress is sent (and the call still completes).
+        expect_ok(await s.call_tool("log_spam", {}), "log_spam without token")
+    check(len(seen) >= 1, "no progress notification arrived")
+    check(len(seen) <= 200, f"{len(seen)} notifications: not bounded")
+    values = [p for p, _, _ in seen]
+    check(all(b > a for a, b in zip(values, values[1:])), f"progress not increasing: {values}")
+    check(all(m is None for _, _, m in seen), f"a guest message reached the client: {seen[:3]}")
+    check(all(t == 100000 for _, t, _ in seen), f"totals: {seen[:3]}")
+    return {"notifications": len(seen)}
+
+
+async def scenario_cancel(args: argparse.Namespace) -> dict:
+    """notifications/cancelled stops the running guest long before its deadline."""
+    async with connect(args) as (s, _):
+        started = time.monotonic()
+        with anyio.move_on_after(1.0):
+            await s.call_tool("sleep_forever", {})
+            raise Failure("sleep_forever returned before it was cancelled")
+        # The host still serves, at once.
+        got = expect_ok(await s.call_tool("greet", {"name": "after"}), "after cancel")
+        check(got == {"result": "Hello, after!"}, f"after cancel: {got}")
+        return {"elapsed_ms": int((time.monotonic() - started) * 1000)}
+
+
+async def scenario_concurrency(args: argparse.Namespace) -> dict:
+    """Two calls that hang until their deadline stall nothing else on the session."""
+    done: dict[str, float] = {}
+    results: dict[str, types.CallToolResult] = {}
+    async with connect(args) as (s, _):
+        t0 = time.monotonic()
+
+        async def hang(key: str) -> None:
+            results[key] = await s.call_tool("spin_deadline", {})
+            done[key] = time.monotonic() - t0
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hang, "a")
+            tg.start_soon(hang, "b")
+            await anyio.sleep(0.3)
+            listed = await s.list_tools()
+            check(len(listed.tools) > 0, "tools/list while hanging")
+            got = expect_ok(await s.call_tool("greet", {"name": "busy"}), "greet while hanging")
+            check(got == {"result": "Hello, busy!"}, f"greet while hanging: {got}")
+            done["normal"] = time.monotonic() - t0
+            check(not done.get("a") and not done.get("b"), f"the hanging calls ended early: {done}")
+    for key in ("a", "b"):
+        expect_error(results[key], "deadline_exceeded", f"hanging call {key}")
+    check(done["normal"] < min(done["a"], done["b"]), f"normal call was stalled: {done}")
+    return {k: int(v * 1000) for k, v in done.items()}
+
+
+def elicitation(answer: str, asked: list[str]):
+    async def callback(context, params):
+        asked.append(params.message)
+        if answer == "accept":
+            return types.ElicitResult(action="accept", content={"approve": True})
+        return types.ElicitResult(action=answer)
+
+    return callback
+
+
+async def scenario_approve(args: argparse.Namespace) -> dict:
+    """A call needing approval asks the human: accept runs it once, decline refuses it,
+    and a client without elicitation gets approval_required with the handle."""
+    asked: list[str] = []
+    async with connect(args, elicitation_callback=elicitation("accept", asked)) as (s, _):
+        got = expect_ok(await s.call_tool("write_text", {"path": "approved.txt", "content": "yes"}),
+                        "accepted write")
+        check(got == {"created": True, "bytes-written": 3}, f"accepted write: {got}")
+    check(len(asked) == 1, f"asked {len(asked)} times")
+    check("write_text" in asked[0] and '{"content":"yes","path":"approved.txt"}' in asked[0],
+          f"the question does not show the exact call: {asked[0]}")
+
+    declined: list[str] = []
+    async with connect(args, elicitation_callback=elicitation("decline", declined)) as (s, _):
+        expect_error(await s.call_tool("write_text", {"path": "declined.txt", "content": "no"}),
+                     "approval_denied", "declined write")
+    check(len(declined) == 1, "the decline was not asked")
+
+    async with connect(args) as (s, _):
+        sc = expect_error(await s.call_tool("write_text", {"path": "later.txt", "content": "?"}),
+                          "approval_required", "no elicitation")
+        check("handle" in sc.get("approval", {}), f"no approval handle: {sc}")
+        # The operator approves out of band; the same call resubmitted with the token runs once.
+        minted = subprocess.run(
+            [args.binary, "approve", "--config", args.config, sc["approval"]["handle"]],
+            capture_output=True, text=True, timeout=60)
+        check(minted.returncode == 0, f"toolhost approve failed: {minted.stderr}")
+        token = minted.stdout.strip()
+        meta = {"toolhost/approvalToken": token}
+        got = expect_ok(await s.call_tool("write_text", {"path": "later.txt", "content": "?"},
+                                          meta=meta), "approved resubmission")
+        check(got == {"created": True, "bytes-written": 1}, f"approved resubmission: {got}")
+        again = await s.call_tool("write_text", {"path": "later.txt", "content": "?"}, meta=meta)
+        expect_error(again, "approval_denied", "reused token")
+    return {"handle": sc["approval"]["handle"]}
+
+
+async def scenario_auth(args: argparse.Namespace) -> dict:
+    """HTTP: no token or a wrong one is 401 before MCP; a foreign Host or Origin is 403."""
+    init = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    statuses = {}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for label, extra in [
+            ("no_token", {}),
+            ("wrong_token", {"Authorization": "Bearer not-the-token"}),
+            ("bad_scheme", {"Authorization": f"Basic {args.token}"}),
+            ("foreign_host", {"Authorization": f"Bearer {args.token}", "Host": "evil.example"}),
+            ("foreign_origin", {"Authorization": f"Bearer {args.token}",
+                                "Origin": "http://evil.example"}),
+        ]:
+            r = await http.post(args.url, headers=base | extra, content=json.dumps(init))
+            statuses[label] = r.status_code
+            check("jsonrpc" not in r.text, f"{label}: MCP answered: {r.text[:200]}")
+    check(statuses["no_token"] == 401 and statuses["wrong_token"] == 401
+          and statuses["bad_scheme"] == 401, f"unauthenticated statuses {statuses}")
+    check(statuses["foreign_host"] == 403 and statuses["foreign_origin"] == 403,
+          f"rebinding statuses {statuses}")
+    async with connect(args) as (s, _):
+        got = expect_ok(await s.call_tool("greet", {"name": "token"}), "authenticated call")
+        check(got == {"result": "Hello, token!"}, f"authenticated call: {got}")
+    return statuses
+
+
+SCENARIOS = {
+    "tools": scenario_tools,
+    "progress": scenario_progress,
+    "cancel": scenario_cancel,
+    "concurrency": scenario_concurrency,
+    "approve": scenario_approve,
+    "auth": scenario_auth,
+}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument("--binary")
+    p.add_argument("--config")
+    p.add_argument("--url")
+    p.add_argument("--token")
+    p.add_argument("--http-port", type=int)
+    args = p.parse_args()
+    try:
+        facts = anyio.run(lambda: bounded(SCENARIOS[args.scenario], args))
+    except Failure as f:
+        print(f"FAILED {args.scenario}: {f}", file=sys.stderr)
+        return 1
+    print(json.dumps(facts))
+    return 0
+
+
+async def bounded(fn, args):
+    with anyio.fail_after(120):
+        return await fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
