@@ -258,6 +258,8 @@ fn http_serve(config: &Path) -> HttpServer {
             }
         }
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("toolhost serve --http did not announce its address");
 }
 
