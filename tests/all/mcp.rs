@@ -363,11 +363,49 @@ async fn http_with_the_official_client() {
         client("cancel", &base);
         client("concurrency", &base);
         client("approve", &base);
+        // Two sessions at once, each with hanging and normal calls.
+        std::thread::scope(|s| {
+            let a = s.spawn(|| client("concurrency", &base));
+            let b = s.spawn(|| client("concurrency", &base));
+            a.join().unwrap();
+            b.join().unwrap();
+        });
     })
     .await
     .unwrap();
     let log: Vec<String> = server.stderr.try_iter().collect();
     assert!(!log.join("\n").contains("FORGED"));
+
+    // Ending a session (DELETE) cancels its running call well before its 30 s deadline.
+    let url = server.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        client("session_end", &["--url", url.as_str(), "--token", TOKEN])
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.facts["elapsed_ms"].as_u64().unwrap() < 20_000,
+        "{}",
+        out.facts
+    );
+    let log: Vec<String> = server.stderr.try_iter().collect();
+    let runs = run_ids(&log.join("\n"));
+    assert_eq!(runs.len(), 1, "{log:?}");
+    // rmcp lets a closed session's calls finish for up to 5 s, then cancels them.
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut calls = ledger(&f.config, &runs[0]);
+    while calls.first().is_some_and(|c| c["status"].is_null()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(250));
+        calls = ledger(&f.config, &runs[0]);
+    }
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["tool"], "sleep_forever");
+    assert_eq!(calls[0]["status"], "cancelled", "{}", calls[0]);
+    assert!(
+        calls[0]["usage"]["wall_ms"].as_u64().unwrap() < 10_000,
+        "{}",
+        calls[0]
+    );
 }
 
 /// A non-loopback bind without tokens is refused before listening.

@@ -292,7 +292,42 @@ async def scenario_auth(args: argparse.Namespace) -> dict:
     return statuses
 
 
+async def scenario_session_end(args: argparse.Namespace) -> dict:
+    """HTTP: deleting a session cancels its running call (raw requests, so nothing else does)."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "Authorization": f"Bearer {args.token}"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "0"}}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "sleep_forever", "arguments": {}}}
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
+        r = await http.post(args.url, headers=headers, content=json.dumps(init))
+        check(r.status_code == 200, f"initialize: {r.status_code} {r.text[:200]}")
+        sid = r.headers.get("mcp-session-id")
+        check(bool(sid), f"no session id: {dict(r.headers)}")
+        session = headers | {"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL}
+        r = await http.post(args.url, headers=session,
+                            content=json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        check(r.status_code in (200, 202), f"initialized: {r.status_code}")
+        async def long_call() -> None:
+            try:
+                await http.post(args.url, headers=session, content=json.dumps(call))
+            except httpx2.HTTPError:
+                pass  # the stream may close without a result: the session is gone
+
+        started = time.monotonic()
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(long_call)
+                await anyio.sleep(1.0)
+                r = await http.delete(args.url, headers=session)
+                check(r.status_code in (200, 202, 204), f"DELETE: {r.status_code} {r.text[:200]}")
+        return {"elapsed_ms": int((time.monotonic() - started) * 1000)}
+
+
 SCENARIOS = {
+    "session_end": scenario_session_end,
     "tools": scenario_tools,
     "progress": scenario_progress,
     "cancel": scenario_cancel,
