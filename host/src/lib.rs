@@ -15,7 +15,9 @@
 //! - [`ledger`]: admission, replay, terminal outcomes and the audit trail (SQLite).
 //! - [`runtime`]: the pipeline over the registry and the sandbox.
 //! - [`serve`]: MCP over stdio and Streamable HTTP.
+//! - [`agent`]: the bounded agent loop against an OpenAI-compatible endpoint.
 
+pub mod agent;
 pub mod contract;
 pub mod ledger;
 pub mod policy;

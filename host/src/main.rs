@@ -57,7 +57,8 @@ enum Command {
         /// The `approval.handle` of the call's result.
         handle: String,
     },
-    /// Print the recorded calls and their decisions as JSON.
+    /// Print the recorded calls and their decisions as JSON; with `--run`, the run's model
+    /// transcript (steps, digests, sizes) too, as `{run_id, transcript, calls}`.
     Ledger {
         #[arg(long, default_value = "toolhost.toml")]
         config: PathBuf,
@@ -80,6 +81,17 @@ enum Command {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// Drive a bounded agent run against an OpenAI-compatible chat-completions endpoint with the
+    /// configured tools; print its summary as JSON. Exit 0 when the model finished (or a
+    /// terminal tool ended the run), 1 when a guard stopped it, 2 for a bad command line.
+    Agent {
+        #[arg(long, default_value = "toolhost.toml")]
+        config: PathBuf,
+        #[command(flatten)]
+        identity: Identity,
+        #[command(flatten)]
+        agent: AgentArgs,
+    },
     /// Run a JSON array of proposals ({call_id, name, arguments, approval_token?}) as one batch
     /// and print the results in order.
     Batch {
@@ -89,6 +101,43 @@ enum Command {
         identity: Identity,
         file: PathBuf,
     },
+}
+
+/// `toolhost agent` options; each guard overrides its `[agent]` setting.
+#[derive(clap::Args)]
+struct AgentArgs {
+    /// The endpoint's base URL, as OpenAI clients take it (e.g. http://127.0.0.1:8080/v1).
+    #[arg(long)]
+    base_url: String,
+    /// The model name to request.
+    #[arg(long)]
+    model: String,
+    /// The environment variable that holds the API key (the key is never a flag or in a file).
+    #[arg(long)]
+    api_key_env: Option<String>,
+    /// The user's prompt.
+    #[arg(long, required_unless_present = "messages", conflicts_with = "messages")]
+    prompt: Option<String>,
+    /// A JSON file with the initial chat messages (an array of {role, content}).
+    #[arg(long)]
+    messages: Option<PathBuf>,
+    #[arg(long)]
+    max_steps: Option<u32>,
+    #[arg(long)]
+    max_tool_calls: Option<u64>,
+    #[arg(long)]
+    max_calls_per_tool: Option<u64>,
+    #[arg(long)]
+    deadline_secs: Option<u64>,
+    #[arg(long)]
+    max_tokens: Option<u64>,
+    #[arg(long)]
+    repeat_limit: Option<u32>,
+    #[arg(long)]
+    terminal_tool: Option<String>,
+    /// Ask for whole responses instead of a stream.
+    #[arg(long)]
+    no_stream: bool,
 }
 
 /// Who calls: trusted context from the command line, never from tool arguments.
@@ -212,16 +261,23 @@ async fn run(command: Command) -> ExitCode {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
-            match rt.ledger.calls(run.as_deref()) {
-                Ok(calls) => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&calls).expect("records serialize")
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => usage_error(&e),
-            }
+            let calls = match rt.ledger.calls(run.as_deref()) {
+                Ok(calls) => calls,
+                Err(e) => return usage_error(&e),
+            };
+            let out = match &run {
+                None => serde_json::to_value(&calls),
+                Some(r) => match rt.ledger.transcript_entries(r) {
+                    Ok(t) => Ok(serde_json::json!({"run_id": r, "transcript": t, "calls": calls})),
+                    Err(e) => return usage_error(&e),
+                },
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&out.expect("records serialize"))
+                    .expect("records serialize")
+            );
+            ExitCode::SUCCESS
         }
         Command::Serve {
             config,
@@ -229,6 +285,11 @@ async fn run(command: Command) -> ExitCode {
             principal,
             tenant,
         } => serve(&config, http, principal, tenant).await,
+        Command::Agent {
+            config,
+            identity,
+            agent,
+        } => agent_run(&config, &identity, agent).await,
         Command::Batch {
             config,
             identity,
@@ -307,6 +368,116 @@ async fn serve(
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => usage_error(&e),
     }
+}
+
+/// Largest `--messages` file read.
+const MAX_MESSAGES_FILE_BYTES: u64 = 4 << 20;
+
+/// `toolhost agent`: one bounded run; Ctrl-C cancels it (and its running calls).
+async fn agent_run(path: &std::path::Path, identity: &Identity, args: AgentArgs) -> ExitCode {
+    use toolhost::agent::{self, StopReason};
+    let config = match toolhost::Config::load(path) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    let mut guards = config.agent.clone();
+    let set = |slot: &mut Option<u64>, v: Option<u64>| {
+        if v.is_some() {
+            *slot = v;
+        }
+    };
+    set(&mut guards.max_calls_per_tool, args.max_calls_per_tool);
+    set(&mut guards.max_tokens, args.max_tokens);
+    guards.max_steps = args.max_steps.unwrap_or(guards.max_steps);
+    guards.max_tool_calls = args.max_tool_calls.unwrap_or(guards.max_tool_calls);
+    guards.deadline_secs = args.deadline_secs.unwrap_or(guards.deadline_secs);
+    guards.repeat_limit = args.repeat_limit.unwrap_or(guards.repeat_limit);
+    if args.terminal_tool.is_some() {
+        guards.terminal_tool = args.terminal_tool.clone();
+    }
+    if args.no_stream {
+        guards.stream = false;
+    }
+    let api_key = match &args.api_key_env {
+        None => None,
+        Some(var) => match std::env::var(var) {
+            Ok(k) if !k.is_empty() => Some(k),
+            _ => {
+                eprintln!("toolhost: the environment variable {var} (--api-key-env) is not set");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+    };
+    let endpoint = match agent::Endpoint::parse(&args.base_url) {
+        Ok(e) => e,
+        Err(e) => return usage_error(&e),
+    };
+    let messages = match (&args.prompt, &args.messages) {
+        (Some(p), _) => agent::prompt_messages(p, &guards),
+        (None, Some(file)) => match read_messages(file) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("toolhost: {}: {e}", file.display());
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        (None, None) => unreachable!("clap requires --prompt or --messages"),
+    };
+    let rt = match Runtime::from_loaded(&config, EpochMode::Ticker) {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(&e),
+    };
+    warn(&rt.registry);
+    let options = agent::ProviderOptions {
+        stream: guards.stream,
+        max_retries: guards.max_retries,
+        ..agent::ProviderOptions::default()
+    };
+    let provider = agent::Provider::new(endpoint, api_key, options);
+    let ctx = context(&rt, identity);
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    let summary = agent::run_agent(&rt, &provider, &args.model, messages, &guards, ctx).await;
+    eprintln!(
+        "toolhost: run {} stopped by {} after {} step(s), {} model request(s), tool calls {:?}, tokens {}",
+        summary.run_id,
+        summary.stopped_by,
+        summary.steps,
+        summary.model_requests,
+        summary.tool_calls,
+        summary.tokens.total
+    );
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).expect("a summary serializes")
+    );
+    match summary.stopped_by {
+        StopReason::Finished | StopReason::TerminalTool => ExitCode::SUCCESS,
+        _ => ExitCode::from(EXIT_NOT_COMPLETED),
+    }
+}
+
+fn read_messages(file: &std::path::Path) -> Result<Vec<serde_json::Value>, String> {
+    let meta = std::fs::metadata(file).map_err(|e| e.to_string())?;
+    if meta.len() > MAX_MESSAGES_FILE_BYTES {
+        return Err(format!("larger than {MAX_MESSAGES_FILE_BYTES} bytes"));
+    }
+    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+    let v: Vec<serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| format!("not a JSON array of messages: {e}"))?;
+    if v.is_empty() {
+        return Err("no messages".into());
+    }
+    for (i, m) in v.iter().enumerate() {
+        if !m.get("role").is_some_and(|r| r.is_string()) {
+            return Err(format!("message {i} has no role"));
+        }
+    }
+    Ok(v)
 }
 
 fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {

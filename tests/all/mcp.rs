@@ -207,8 +207,7 @@ fn ledger(config: &Path, run: &str) -> Vec<Value> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice::<Value>(&out.stdout)
-        .unwrap()
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["calls"]
         .as_array()
         .unwrap()
         .clone()

@@ -483,7 +483,8 @@ fn killed_host_leaves_outcome_unknown_and_replayable_calls() {
     child.wait().unwrap();
 
     let ledger = toolhost(&["ledger", "--config", cfg, "--run", "R"]);
-    let calls: Vec<Value> = serde_json::from_str(&ledger.stdout).unwrap();
+    let run: Value = serde_json::from_str(&ledger.stdout).unwrap();
+    let calls = run["calls"].as_array().unwrap();
     let s = calls.iter().find(|c| c["call_id"] == "s").unwrap();
     assert_eq!(s["status"], json!("outcome_unknown"), "{s}");
     let t = Instant::now();

@@ -35,6 +35,9 @@ pub struct Config {
     /// How `toolhost serve` identifies MCP callers.
     #[serde(default)]
     pub serve: crate::serve::ServeConfig,
+    /// Bounds of `toolhost agent` runs.
+    #[serde(default)]
+    pub agent: crate::agent::AgentConfig,
     /// The components to load.
     #[serde(default, rename = "component")]
     pub components: Vec<ComponentConfig>,

@@ -72,6 +72,11 @@ pub struct RunBudgets {
     runs: Mutex<(HashMap<String, RunCounters>, VecDeque<String>)>,
 }
 
+/// The message of a call refused because its run used all of its tool calls.
+pub const RUN_CALLS_EXHAUSTED: &str = "this run has used all of its tool calls";
+/// The message of a call refused because its run used all of its calls of that tool.
+pub const TOOL_CALLS_EXHAUSTED: &str = "this run has used all of its calls of this tool";
+
 impl RunBudgets {
     /// Count one call of `tool` in `run`, or say which budget it would break (and count nothing).
     pub fn take(&self, run: &str, tool: &str, budgets: &Budgets) -> Result<(), &'static str> {
@@ -87,11 +92,11 @@ impl RunBudgets {
         }
         let c = runs.entry(run.to_string()).or_default();
         if budgets.max_calls.is_some_and(|m| c.total >= m) {
-            return Err("this run has used all of its tool calls");
+            return Err(RUN_CALLS_EXHAUSTED);
         }
         let n = c.per_tool.get(tool).copied().unwrap_or(0);
         if budgets.max_calls_per_tool.is_some_and(|m| n >= m) {
-            return Err("this run has used all of its calls of this tool");
+            return Err(TOOL_CALLS_EXHAUSTED);
         }
         c.total += 1;
         *c.per_tool.entry(tool.to_string()).or_default() += 1;

@@ -65,6 +65,38 @@ impl Runtime {
         self.record(ctx, call, result)
     }
 
+    /// Record a call that ended before the pipeline could look at it — its arguments never
+    /// arrived whole — with the given result, so it too has exactly one recorded outcome.
+    /// A repeated id replays what was recorded, as in [`Runtime::run_call`].
+    pub fn refuse(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
+        let canonical = canonical_json(&serde_json::json!({
+            "tool": call.name,
+            "arguments": call.arguments,
+        }));
+        let digest = digest_bytes(&canonical);
+        match self.ledger.admit(
+            &ctx.run_id,
+            &call.call_id,
+            &call.name,
+            &digest,
+            canonical.len() as u64,
+        ) {
+            Ok(Admission::New { .. }) => {
+                let code = result.code.map_or("failed", |c| c.as_str());
+                self.event(ctx, call, "validate", code, "arguments did not arrive whole");
+                self.record(ctx, call, result)
+            }
+            Ok(Admission::Replay(recorded)) => recorded,
+            Ok(Admission::Conflict) | Ok(Admission::InFlight) => ToolResult::failed(
+                call,
+                Code::DuplicateCallId,
+                "this call id was already used for a different call",
+                Usage::default(),
+            ),
+            Err(e) => self.host_fault(call, "the host could not record this call", &e.to_string()),
+        }
+    }
+
     /// A duplicate of a running call waits for the original's recorded outcome (never runs).
     async fn await_original(&self, ctx: &RunContext, call: &ToolCall) -> ToolResult {
         let patience = self

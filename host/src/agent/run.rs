@@ -1,0 +1,354 @@
+//! The loop: ask the model, run what it proposes through the pipeline as one batch, feed the
+//! results back, until a guard stops the run — and say which.
+//!
+//! Ledger call ids: `p:<provider id>` when the provider gave one (so a provider repeating an id
+//! is answered from the ledger, never executed again), else `s<step>.<index>`. The provider's
+//! id goes back in the `tool` message, beside whatever the ledger calls it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::guards::{AgentConfig, StopReason};
+use super::provider::{Failed, Provider, ProviderError};
+use super::schema::provider_schema;
+use super::turn::{ModelTurn, TokenUsage};
+use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult};
+use crate::ledger::digest_bytes;
+use crate::policy::canonical_json;
+use crate::runtime::batch::Proposal;
+use crate::runtime::guards::{RUN_CALLS_EXHAUSTED, TOOL_CALLS_EXHAUSTED};
+use crate::Runtime;
+
+/// How a run ended, for a screen and for JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub run_id: String,
+    pub stopped_by: StopReason,
+    /// More about the stop (the provider error, the repeated tool), operator-safe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The model's last text, if it gave any.
+    pub final_text: Option<String>,
+    pub steps: u32,
+    /// Model requests sent, retries included.
+    pub model_requests: u32,
+    /// Tool calls by terminal status (`completed`, `failed`, …).
+    pub tool_calls: BTreeMap<String, u64>,
+    /// Tool calls by failure code.
+    pub failures: BTreeMap<String, u64>,
+    pub tokens: TokenUsage,
+}
+
+/// The tools as the endpoint sees them.
+pub fn advertised_tools(runtime: &Runtime) -> Vec<Value> {
+    runtime
+        .registry
+        .tools()
+        .map(|t| {
+            json!({
+                "type": "function",
+                "function": {
+                    "name": t.name.as_str(),
+                    "description": t.description,
+                    "parameters": provider_schema(&t.input_schema),
+                }
+            })
+        })
+        .collect()
+}
+
+/// The initial messages for a prompt.
+pub fn prompt_messages(prompt: &str, config: &AgentConfig) -> Vec<Value> {
+    let mut m = Vec::new();
+    if let Some(s) = &config.system_prompt {
+        m.push(json!({"role": "system", "content": s}));
+    }
+    m.push(json!({"role": "user", "content": prompt}));
+    m
+}
+
+struct State {
+    summary: Summary,
+    repeats: HashMap<String, u32>,
+}
+
+/// Run the loop to a stop. `ctx` carries the run id, identity and cancellation (Ctrl-C); its
+/// budgets are set from `config` here.
+pub async fn run_agent(
+    runtime: &Runtime,
+    provider: &Provider,
+    model: &str,
+    mut messages: Vec<Value>,
+    config: &AgentConfig,
+    mut ctx: RunContext,
+) -> Summary {
+    let started = Instant::now();
+    let deadline = started + config.deadline();
+    ctx.deadline = Some(deadline);
+    ctx.budgets.max_calls = Some(config.max_tool_calls);
+    ctx.budgets.max_calls_per_tool = config.max_calls_per_tool;
+    let tools = advertised_tools(runtime);
+    let mut st = State {
+        summary: Summary {
+            run_id: ctx.run_id.clone(),
+            stopped_by: StopReason::Finished,
+            detail: None,
+            final_text: None,
+            steps: 0,
+            model_requests: 0,
+            tool_calls: BTreeMap::new(),
+            failures: BTreeMap::new(),
+            tokens: TokenUsage::default(),
+        },
+        repeats: HashMap::new(),
+    };
+    let stop = |mut st: State, why: StopReason, detail: Option<String>| {
+        st.summary.stopped_by = why;
+        st.summary.detail = detail;
+        st.summary
+    };
+    loop {
+        if ctx.cancel.is_cancelled() {
+            return stop(st, StopReason::Cancelled, None);
+        }
+        if Instant::now() >= deadline {
+            return stop(st, StopReason::Deadline, None);
+        }
+        if config
+            .max_tokens
+            .is_some_and(|m| st.summary.tokens.total >= m)
+        {
+            return stop(st, StopReason::TokenBudget, None);
+        }
+        if st.summary.steps >= config.max_steps {
+            return stop(st, StopReason::MaxSteps, None);
+        }
+        st.summary.steps += 1;
+        let step = st.summary.steps;
+        let mut body = json!({
+            "model": model,
+            "messages": messages,
+            "stream": config.stream,
+        });
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools.clone());
+        }
+        if config.stream {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        let request_bytes = serde_json::to_vec(&body).unwrap_or_default();
+        transcript(runtime, &ctx, step, "model_request", &request_bytes);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let completion = tokio::select! {
+            c = provider.complete(&body, &ctx.cancel) => c,
+            _ = tokio::time::sleep(left) => Err(Failed { error: ProviderError::Timeout, attempts: 1 }),
+        };
+        let completion = match completion {
+            Ok(c) => c,
+            Err(Failed { error, attempts }) => {
+                st.summary.model_requests += attempts;
+                if error == ProviderError::Cancelled {
+                    return stop(st, StopReason::Cancelled, None);
+                }
+                if Instant::now() >= deadline {
+                    return stop(st, StopReason::Deadline, None);
+                }
+                let detail = format!("{}: {error}", error.code());
+                return stop(st, StopReason::ProviderError, Some(detail));
+            }
+        };
+        st.summary.model_requests += completion.attempts;
+        let _ = runtime.ledger.transcript(
+            &ctx.run_id,
+            step,
+            "model_response",
+            &completion.response_digest,
+            completion.response_bytes,
+        );
+        let turn = completion.turn;
+        if let Some(u) = turn.usage {
+            let t = &mut st.summary.tokens;
+            t.prompt = t.prompt.saturating_add(u.prompt);
+            t.completion = t.completion.saturating_add(u.completion);
+            t.total = t.total.saturating_add(u.total);
+        }
+        if turn.content.is_some() {
+            st.summary.final_text = turn.content.clone();
+        }
+        if turn.calls.is_empty() {
+            messages.push(json!({"role": "assistant", "content": turn.content}));
+            return stop(st, StopReason::Finished, None);
+        }
+        let (assistant, calls) = assistant_message(step, &turn);
+        messages.push(assistant);
+
+        // Repeated-call detection, before anything runs.
+        let mut repeated = None;
+        let mut runnable = Vec::new();
+        for (c, provider_id) in &calls {
+            let key = repeat_key(c);
+            let n = st.repeats.entry(key).or_insert(0);
+            *n += 1;
+            if *n >= config.repeat_limit.max(1) && repeated.is_none() {
+                repeated = Some((c.clone(), provider_id.clone()));
+            }
+            if repeated.is_none() {
+                runnable.push((c.clone(), provider_id.clone()));
+            }
+        }
+        let results = run_step(runtime, &ctx, &turn, &runnable).await;
+        let mut budget_stop = None;
+        let mut terminal = false;
+        for ((call, provider_id), result) in runnable.iter().zip(&results) {
+            *st.summary
+                .tool_calls
+                .entry(status_name(result.status).to_string())
+                .or_default() += 1;
+            if let Some(code) = result.code {
+                *st.summary.failures.entry(code.as_str().to_string()).or_default() += 1;
+            }
+            if result.code == Some(Code::BudgetExhausted) && budget_stop.is_none() {
+                budget_stop = Some(if result.message == TOOL_CALLS_EXHAUSTED {
+                    StopReason::MaxCallsPerTool
+                } else {
+                    debug_assert_eq!(result.message, RUN_CALLS_EXHAUSTED);
+                    StopReason::MaxToolCalls
+                });
+            }
+            if config.terminal_tool.as_deref() == Some(call.name.as_str())
+                && result.status == Status::Completed
+            {
+                terminal = true;
+            }
+            let content = result.model_message(config.tool_message_bytes);
+            transcript(runtime, &ctx, step, "tool_result", content.as_bytes());
+            messages.push(json!({
+                "role": "tool",
+                "tool_call_id": provider_id,
+                "content": content,
+            }));
+        }
+        if let Some((call, _)) = repeated {
+            return stop(
+                st,
+                StopReason::RepeatedCall,
+                Some(format!(
+                    "{} was proposed with the same arguments {} times",
+                    crate::runtime::clip(&call.name, 64),
+                    config.repeat_limit
+                )),
+            );
+        }
+        if terminal {
+            return stop(st, StopReason::TerminalTool, None);
+        }
+        if let Some(why) = budget_stop {
+            return stop(st, why, None);
+        }
+        if ctx.cancel.is_cancelled() {
+            return stop(st, StopReason::Cancelled, None);
+        }
+    }
+}
+
+/// The assistant message to keep in the history (every call with an id the tool message can
+/// answer) and the calls with their ledger ids and provider ids.
+fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, String)>) {
+    let mut tool_calls = Vec::new();
+    let mut calls = Vec::new();
+    for c in &turn.calls {
+        let provider_id = c
+            .provider_id
+            .clone()
+            .unwrap_or_else(|| format!("call_s{step}_{}", c.index));
+        let call_id = match &c.provider_id {
+            Some(id) => format!("p:{}", crate::runtime::clip(id, 200)),
+            None => format!("s{step}.{}", c.index),
+        };
+        let arguments = match &c.arguments {
+            Ok(v) => v.clone(),
+            Err(_) => Value::Null,
+        };
+        tool_calls.push(json!({
+            "id": provider_id,
+            "type": "function",
+            "function": {
+                "name": c.name,
+                "arguments": if arguments.is_null() { "{}".to_string() } else { arguments.to_string() },
+            }
+        }));
+        calls.push((
+            ToolCall {
+                call_id,
+                name: c.name.clone(),
+                arguments,
+            },
+            provider_id,
+        ));
+    }
+    let message = json!({
+        "role": "assistant",
+        "content": turn.content,
+        "tool_calls": tool_calls,
+    });
+    (message, calls)
+}
+
+/// Run one step's calls as a batch; calls whose arguments did not arrive whole are recorded
+/// with their `invalid_arguments` result instead. Results are in proposal order.
+async fn run_step(
+    runtime: &Runtime,
+    ctx: &RunContext,
+    turn: &ModelTurn,
+    calls: &[(ToolCall, String)],
+) -> Vec<ToolResult> {
+    let broken: HashMap<&str, &ToolResult> = turn
+        .calls
+        .iter()
+        .zip(calls.iter())
+        .filter_map(|(p, (c, _))| p.arguments.as_ref().err().map(|r| (c.call_id.as_str(), &**r)))
+        .collect();
+    let proposals: Vec<Proposal> = calls
+        .iter()
+        .filter(|(c, _)| !broken.contains_key(c.call_id.as_str()))
+        .map(|(c, _)| Proposal {
+            call: c.clone(),
+            approval_token: None,
+        })
+        .collect();
+    let mut ran = runtime.run_batch(ctx, &proposals).await.into_iter();
+    calls
+        .iter()
+        .map(|(c, _)| match broken.get(c.call_id.as_str()) {
+            Some(r) => {
+                let mut r = (*r).clone();
+                r.call_id = c.call_id.clone();
+                r.tool = c.name.clone();
+                runtime.refuse(ctx, c, r)
+            }
+            None => ran.next().expect("one result per proposal"),
+        })
+        .collect()
+}
+
+fn repeat_key(c: &ToolCall) -> String {
+    digest_bytes(&canonical_json(&json!({"tool": c.name, "arguments": c.arguments})))
+}
+
+fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes: &[u8]) {
+    let _ = runtime
+        .ledger
+        .transcript(&ctx.run_id, step, kind, &digest_bytes(bytes), bytes.len() as u64);
+}
+
+fn status_name(s: Status) -> &'static str {
+    match s {
+        Status::Completed => "completed",
+        Status::Failed => "failed",
+        Status::Cancelled => "cancelled",
+        Status::OutcomeUnknown => "outcome_unknown",
+    }
+}
