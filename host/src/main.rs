@@ -116,7 +116,11 @@ struct AgentArgs {
     #[arg(long)]
     api_key_env: Option<String>,
     /// The user's prompt.
-    #[arg(long, required_unless_present = "messages", conflicts_with = "messages")]
+    #[arg(
+        long,
+        required_unless_present = "messages",
+        conflicts_with = "messages"
+    )]
     prompt: Option<String>,
     /// A JSON file with the initial chat messages (an array of {role, content}).
     #[arg(long)]

@@ -3,6 +3,7 @@
 //! One test binary (link time with wasmtime is long). Guests must be built first:
 //! `just test` does it (`just build-guests`).
 
+mod agent;
 mod cache;
 mod cli;
 mod config_ui;
@@ -11,6 +12,7 @@ mod example_tools;
 mod hostile;
 mod json_schema_suite;
 mod mcp;
+mod openai;
 mod pipeline;
 mod resources;
 mod support;

@@ -291,19 +291,21 @@ impl Provider {
             Some(tls) => {
                 let name = rustls::pki_types::ServerName::try_from(self.endpoint.host.clone())
                     .map_err(|e| ProviderError::InvalidUrl(e.to_string()))?;
-                let stream = tokio::time::timeout(
-                    self.options.connect_timeout,
-                    tls.connect(name, tcp),
-                )
-                .await
-                .map_err(|_| ProviderError::Timeout)?
-                .map_err(|e| ProviderError::Connect(format!("TLS: {e}")))?;
+                let stream =
+                    tokio::time::timeout(self.options.connect_timeout, tls.connect(name, tcp))
+                        .await
+                        .map_err(|_| ProviderError::Timeout)?
+                        .map_err(|e| ProviderError::Connect(format!("TLS: {e}")))?;
                 self.exchange(stream, body).await
             }
         }
     }
 
-    async fn exchange<S>(&self, stream: S, body: Bytes) -> Result<(ModelTurn, Vec<u8>), ProviderError>
+    async fn exchange<S>(
+        &self,
+        stream: S,
+        body: Bytes,
+    ) -> Result<(ModelTurn, Vec<u8>), ProviderError>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -347,10 +349,12 @@ impl Provider {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut body = resp.into_body();
         if !status.is_success() {
-            let raw = self.read_all(&mut body, 64 * 1024).await.unwrap_or_default();
-            let excerpt =
-                crate::runtime::clip(&String::from_utf8_lossy(&raw), ERROR_EXCERPT_BYTES)
-                    .to_string();
+            let raw = self
+                .read_all(&mut body, 64 * 1024)
+                .await
+                .unwrap_or_default();
+            let excerpt = crate::runtime::clip(&String::from_utf8_lossy(&raw), ERROR_EXCERPT_BYTES)
+                .to_string();
             return Err(match status.as_u16() {
                 429 => ProviderError::RateLimited { retry_after },
                 408 => ProviderError::Timeout,
@@ -387,8 +391,8 @@ impl Provider {
             Ok((builder.finish(Instant::now())?, raw))
         } else {
             let raw = self.read_all(&mut body, MAX_RESPONSE_BYTES).await?;
-            let v: Value = serde_json::from_slice(&raw)
-                .map_err(|e| TurnError::Malformed(e.to_string()))?;
+            let v: Value =
+                serde_json::from_slice(&raw).map_err(|e| TurnError::Malformed(e.to_string()))?;
             builder.whole(&v, Instant::now())?;
             Ok((builder.finish(Instant::now())?, raw))
         }
@@ -433,11 +437,20 @@ mod tests {
     #[test]
     fn endpoints() {
         let e = Endpoint::parse("http://127.0.0.1:8080/v1").unwrap();
-        assert_eq!((e.tls, e.port, e.path.as_str()), (false, 8080, "/v1/chat/completions"));
+        assert_eq!(
+            (e.tls, e.port, e.path.as_str()),
+            (false, 8080, "/v1/chat/completions")
+        );
         let e = Endpoint::parse("https://api.example.com/v1/").unwrap();
-        assert_eq!((e.tls, e.port, e.path.as_str()), (true, 443, "/v1/chat/completions"));
+        assert_eq!(
+            (e.tls, e.port, e.path.as_str()),
+            (true, 443, "/v1/chat/completions")
+        );
         let e = Endpoint::parse("http://[::1]:9000").unwrap();
-        assert_eq!((e.host.as_str(), e.authority()), ("::1", "[::1]:9000".to_string()));
+        assert_eq!(
+            (e.host.as_str(), e.authority()),
+            ("::1", "[::1]:9000".to_string())
+        );
         assert!(Endpoint::parse("ftp://x/v1").is_err());
     }
 

@@ -131,12 +131,12 @@ pub async fn run_agent(
         let mut body = json!({
             "model": model,
             "messages": messages,
-            "stream": config.stream,
+            "stream": provider.options().stream,
         });
         if !tools.is_empty() {
             body["tools"] = Value::Array(tools.clone());
         }
-        if config.stream {
+        if provider.options().stream {
             body["stream_options"] = json!({"include_usage": true});
         }
         let request_bytes = serde_json::to_vec(&body).unwrap_or_default();
@@ -208,7 +208,10 @@ pub async fn run_agent(
                 .entry(status_name(result.status).to_string())
                 .or_default() += 1;
             if let Some(code) = result.code {
-                *st.summary.failures.entry(code.as_str().to_string()).or_default() += 1;
+                *st.summary
+                    .failures
+                    .entry(code.as_str().to_string())
+                    .or_default() += 1;
             }
             if result.code == Some(Code::BudgetExhausted) && budget_stop.is_none() {
                 budget_stop = Some(if result.message == TOOL_CALLS_EXHAUSTED {
@@ -309,7 +312,12 @@ async fn run_step(
         .calls
         .iter()
         .zip(calls.iter())
-        .filter_map(|(p, (c, _))| p.arguments.as_ref().err().map(|r| (c.call_id.as_str(), &**r)))
+        .filter_map(|(p, (c, _))| {
+            p.arguments
+                .as_ref()
+                .err()
+                .map(|r| (c.call_id.as_str(), &**r))
+        })
         .collect();
     let proposals: Vec<Proposal> = calls
         .iter()
@@ -335,13 +343,19 @@ async fn run_step(
 }
 
 fn repeat_key(c: &ToolCall) -> String {
-    digest_bytes(&canonical_json(&json!({"tool": c.name, "arguments": c.arguments})))
+    digest_bytes(&canonical_json(
+        &json!({"tool": c.name, "arguments": c.arguments}),
+    ))
 }
 
 fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes: &[u8]) {
-    let _ = runtime
-        .ledger
-        .transcript(&ctx.run_id, step, kind, &digest_bytes(bytes), bytes.len() as u64);
+    let _ = runtime.ledger.transcript(
+        &ctx.run_id,
+        step,
+        kind,
+        &digest_bytes(bytes),
+        bytes.len() as u64,
+    );
 }
 
 fn status_name(s: Status) -> &'static str {

@@ -44,7 +44,8 @@ pub fn provider_schema(canonical: &Value) -> Value {
     let mut out = convert(canonical, 0);
     if let Some(o) = out.as_object_mut() {
         // Function parameters must be an object schema.
-        o.entry("type").or_insert_with(|| Value::String("object".into()));
+        o.entry("type")
+            .or_insert_with(|| Value::String("object".into()));
         o.entry("properties")
             .or_insert_with(|| Value::Object(Map::new()));
     }
@@ -206,7 +207,10 @@ mod tests {
             p["properties"]["v"],
             json!({"anyOf": [{"enum": ["a"]}, {"type": "null"}]})
         );
-        assert_eq!(p["properties"]["t"], json!({"type": "array", "minItems": 1}));
+        assert_eq!(
+            p["properties"]["t"],
+            json!({"type": "array", "minItems": 1})
+        );
     }
 
     /// A schema without properties still advertises an object.

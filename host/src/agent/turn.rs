@@ -224,8 +224,7 @@ impl TurnBuilder {
     fn text(&mut self, text: &str) {
         self.has_content = true;
         let room = MAX_CONTENT_BYTES.saturating_sub(self.content.len());
-        self.content
-            .push_str(crate::runtime::clip(text, room));
+        self.content.push_str(crate::runtime::clip(text, room));
     }
 
     fn delta(&mut self, delta: &Value, now: Instant) -> Result<(), TurnError> {
@@ -252,7 +251,11 @@ impl TurnBuilder {
             )));
         }
         let partial = self.calls.entry(index).or_default();
-        if let Some(id) = c.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        if let Some(id) = c
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
             partial.id.get_or_insert_with(|| id.to_string());
         }
         let function = c.get("function");
@@ -336,8 +339,10 @@ mod tests {
         b.event(&chunk(json!({"content": "check."})), now).unwrap();
         let args = r#"{"name":"Ada"}"#;
         b.event(
-            &chunk(json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
-                "function": {"name": "greet", "arguments": ""}}]})),
+            &chunk(
+                json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                "function": {"name": "greet", "arguments": ""}}]}),
+            ),
             now,
         )
         .unwrap();
@@ -366,7 +371,10 @@ mod tests {
         assert_eq!(t.calls.len(), 1);
         assert_eq!(t.calls[0].provider_id.as_deref(), Some("c1"));
         assert_eq!(t.calls[0].name, "greet");
-        assert_eq!(t.calls[0].arguments.as_ref().unwrap(), &json!({"name": "Ada"}));
+        assert_eq!(
+            t.calls[0].arguments.as_ref().unwrap(),
+            &json!({"name": "Ada"})
+        );
         assert_eq!(t.usage.unwrap().total, 15);
     }
 
@@ -415,7 +423,10 @@ mod tests {
         .unwrap();
         let t = b.finish(now).unwrap();
         assert_eq!(t.content, None);
-        assert_eq!(t.calls[0].arguments.as_ref().unwrap(), &json!({"name": "A"}));
+        assert_eq!(
+            t.calls[0].arguments.as_ref().unwrap(),
+            &json!({"name": "A"})
+        );
         assert_eq!(t.usage.unwrap().total, 7);
     }
 

@@ -83,7 +83,13 @@ impl Runtime {
         ) {
             Ok(Admission::New { .. }) => {
                 let code = result.code.map_or("failed", |c| c.as_str());
-                self.event(ctx, call, "validate", code, "arguments did not arrive whole");
+                self.event(
+                    ctx,
+                    call,
+                    "validate",
+                    code,
+                    "arguments did not arrive whole",
+                );
                 self.record(ctx, call, result)
             }
             Ok(Admission::Replay(recorded)) => recorded,
