@@ -44,6 +44,16 @@ demo: build
 serve *ARGS: build
     cargo run --quiet -- serve {{ARGS}}
 
+# An agent run against a tiny scripted OpenAI-compatible server (tests/fake_model.py).
+agent-demo: build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    python3 tests/fake_model.py 8766 & server=$!
+    trap 'kill $server' EXIT
+    sleep 1
+    cargo run --quiet -- agent --base-url http://127.0.0.1:8766/v1 --model fake \
+        --prompt "How many kilometres are 3 miles?"
+
 # Print the example tools' definitions.
 tools: build
     cargo run --quiet -- tools

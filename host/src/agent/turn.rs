@@ -233,15 +233,33 @@ impl TurnBuilder {
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for c in calls {
-                let index = c
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .and_then(|i| u32::try_from(i).ok())
-                    .ok_or_else(|| TurnError::Malformed("a tool call delta has no index".into()))?;
+                let index = match c.get("index").and_then(Value::as_u64) {
+                    Some(i) => u32::try_from(i).map_err(|_| {
+                        TurnError::Malformed("a tool call index is out of range".into())
+                    })?,
+                    // Some servers send each call whole, without an index: match it by id,
+                    // or give it the next index.
+                    None => self.index_without_index(c),
+                };
                 self.call_delta(index, c, now)?;
             }
         }
         Ok(())
+    }
+
+    fn index_without_index(&self, c: &Value) -> u32 {
+        let id = c.get("id").and_then(Value::as_str);
+        let known = self
+            .calls
+            .iter()
+            .find(|(_, p)| id.is_some() && p.id.as_deref() == id)
+            .map(|(i, _)| *i);
+        known.unwrap_or_else(|| {
+            self.calls
+                .keys()
+                .next_back()
+                .map_or(0, |i| i.saturating_add(1))
+        })
     }
 
     fn call_delta(&mut self, index: u32, c: &Value, now: Instant) -> Result<(), TurnError> {
@@ -266,11 +284,13 @@ impl TurnBuilder {
         if let Some(n) = name {
             partial.name.get_or_insert_with(|| n.to_string());
         }
-        let fragment = function
-            .and_then(|f| f.get("arguments"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        self.args.push(&key(index), name, fragment, now);
+        // Arguments are a JSON string by the spec; some servers send the object itself.
+        let fragment = match function.and_then(|f| f.get("arguments")) {
+            Some(Value::String(s)) => s.clone(),
+            Some(v @ Value::Object(_)) => v.to_string(),
+            _ => String::new(),
+        };
+        self.args.push(&key(index), name, &fragment, now);
         Ok(())
     }
 
@@ -428,6 +448,25 @@ mod tests {
             &json!({"name": "A"})
         );
         assert_eq!(t.usage.unwrap().total, 7);
+    }
+
+    /// Calls without an index (sent whole) get one each; object arguments are accepted.
+    #[test]
+    fn calls_without_index() {
+        let now = Instant::now();
+        let mut b = TurnBuilder::default();
+        for (id, name) in [("a", "x"), ("b", "y")] {
+            b.event(
+                &chunk(json!({"tool_calls": [{"id": id, "function": {"name": name, "arguments": {"k": id}}}]})),
+                now,
+            )
+            .unwrap();
+        }
+        b.event("[DONE]", now).unwrap();
+        let t = b.finish(now).unwrap();
+        assert_eq!(t.calls.len(), 2);
+        assert_eq!(t.calls[1].name, "y");
+        assert_eq!(t.calls[1].arguments.as_ref().unwrap(), &json!({"k": "b"}));
     }
 
     /// Malformed JSON in an event is an error of the response, not of a call.
