@@ -35,11 +35,11 @@ pub struct ProviderOptions {
     pub stream: bool,
     /// Retries of one model request after the first attempt.
     pub max_retries: u32,
-    /// Connecting, and waiting for the response head.
+    /// Connecting (TCP and TLS).
     pub connect_timeout: Duration,
     /// Longest silence between two reads of a response body.
     pub idle_timeout: Duration,
-    /// Longest one attempt may take in all.
+    /// Longest one attempt may take in all, the wait for the response head included.
     pub request_timeout: Duration,
     /// First retry delay (doubled per retry, at most 8 s) when the endpoint gives none.
     pub backoff: Duration,
@@ -331,9 +331,11 @@ impl Provider {
         let req = req
             .body(Full::new(body))
             .map_err(|e| ProviderError::InvalidUrl(e.to_string()))?;
-        let resp = tokio::time::timeout(self.options.connect_timeout, sender.send_request(req))
+        // No separate bound on the response head: a server may send it only after generating
+        // (non-streamed) or after reading a long prompt; the attempt's own timeout applies.
+        let resp = sender
+            .send_request(req)
             .await
-            .map_err(|_| ProviderError::Timeout)?
             .map_err(|e| ProviderError::Connect(e.to_string()))?;
         let status = resp.status();
         let retry_after = resp
