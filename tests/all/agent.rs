@@ -653,3 +653,62 @@ async fn cli_run_with_api_key_from_env() {
     ]);
     assert_eq!(out.status, 2, "{}", out.stderr);
 }
+
+/// Ctrl-C (SIGINT) on the binary ends the run as `cancelled` with its summary, promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_cancels_a_cli_run() {
+    let server = scripted(
+        vec![Reply::Delay(
+            Duration::from_secs(60),
+            Box::new(Reply::Stream(text("late", 1))),
+        )],
+        None,
+    )
+    .await;
+    let (_dir, path) = setup();
+    let config = path.display().to_string();
+    let base = server.base_url();
+    let out = tokio::task::spawn_blocking(move || {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args([
+                "agent",
+                "--config",
+                &config,
+                "--base-url",
+                &base,
+                "--model",
+                "m",
+            ])
+            .args(["--prompt", "wait"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Bounded wait until the model request is in flight.
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while server.requests().is_empty() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let sent = std::time::Instant::now();
+        let pid = i32::try_from(child.id()).unwrap();
+        assert_eq!(send_sigint(pid), 0);
+        let out = child.wait_with_output().unwrap();
+        (out, sent.elapsed())
+    })
+    .await
+    .unwrap();
+    let (out, took) = out;
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(out.status.code(), Some(1));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["stopped_by"], "cancelled");
+}
+
+/// SIGINT to a child process, through the `kill` command (no unsafe code needed).
+fn send_sigint(pid: i32) -> i32 {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    status.code().unwrap_or(-1)
+}
