@@ -54,6 +54,11 @@ agent-demo: build
     cargo run --quiet -- agent --base-url http://127.0.0.1:8766/v1 --model fake \
         --prompt "How many kilometres are 3 miles?"
 
+# Benchmarks (release): the per-call floor, the pipeline over it, throughput, MCP, cold start,
+# memory. Writes target/bench/report.json and report.md. (`just test` runs a smoke pass.)
+bench: build-guests
+    cargo bench -p toolhost --bench bench
+
 # Print the example tools' definitions.
 tools: build
     cargo run --quiet -- tools

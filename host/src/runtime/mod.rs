@@ -42,6 +42,8 @@ pub struct Runtime {
     /// Budgets a new run gets from the config.
     pub run_budgets: crate::contract::Budgets,
     executions: std::sync::atomic::AtomicU64,
+    /// Benchmarks only: skip the ledger (see [`Runtime::unrecorded_for_benchmarks`]).
+    unrecorded: bool,
 }
 
 /// Why an approval could not be minted.
@@ -112,6 +114,7 @@ impl Runtime {
             ),
             run_budgets: config.run.budgets(),
             executions: std::sync::atomic::AtomicU64::new(0),
+            unrecorded: false,
         })
     }
 
@@ -138,6 +141,14 @@ impl Runtime {
         Ok((token, record))
     }
 
+    /// **Benchmarks only.** The same runtime with the ledger left out of the pipeline: no
+    /// admission, no audit events, no recorded outcome — so no replay and no exactly-once.
+    /// It exists to measure the ledger's share of a call; no frontend uses it.
+    pub fn unrecorded_for_benchmarks(mut self) -> Runtime {
+        self.unrecorded = true;
+        self
+    }
+
     /// Sandbox executions since this runtime started (calls that reached the execute stage).
     pub fn executions(&self) -> u64 {
         self.executions.load(std::sync::atomic::Ordering::SeqCst)
@@ -160,6 +171,32 @@ impl Runtime {
     pub async fn execute(&self, tool: &Tool, params: &[Val]) -> Execution {
         let ctx = self.context("local", "default");
         self.execute_in(&ctx, tool, params).await
+    }
+
+    /// **Benchmarks only:** the tool's call on raw wasmtime, with no pipeline and no limits
+    /// ([`Sandbox::call_floor`]). `params` come from [`Runtime::benchmark_params`].
+    pub async fn call_floor(
+        &self,
+        tool: &Tool,
+        params: &[Val],
+    ) -> Result<Vec<Val>, wasmtime::Error> {
+        self.sandbox
+            .call_floor(
+                &tool.pre,
+                &tool.func,
+                params,
+                usize::from(tool.result.is_some()),
+            )
+            .await
+    }
+
+    /// **Benchmarks only:** validated, converted parameters for a call of `tool`.
+    pub fn benchmark_params(
+        &self,
+        tool: &Tool,
+        args: &serde_json::Value,
+    ) -> Result<Vec<Val>, String> {
+        self.validate(tool, args)
     }
 
     /// Execute under the tool's limits, shortened to the run's deadline, cancellable by the run.

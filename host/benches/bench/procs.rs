@@ -1,0 +1,144 @@
+//! Figures that need the real binary: MCP round trips over stdio, and cold start.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use crate::stats::{micros, Figure};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_toolhost");
+
+/// `tools/call add` round trips through `toolhost serve` on stdio: sequential, then with
+/// `in_flight` requests outstanding. Returns (sequential, concurrent) per-request latency.
+pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure, Figure) {
+    let mut child = Command::new(BINARY)
+        .args(["serve", "--config"])
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("toolhost serve starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let send = |v: Value| {
+        let mut line = v.to_string();
+        line.push('\n');
+        line
+    };
+    let init = send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}}}),
+    );
+    stdin.write_all(init.as_bytes()).await.unwrap();
+    next_response(&mut lines).await;
+    let done = send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    stdin.write_all(done.as_bytes()).await.unwrap();
+    let call = |id: usize| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "add", "arguments": {"a": id, "b": 1}}})
+        .to_string()
+            + "\n"
+    };
+    // warm-up
+    for id in 1..=20 {
+        stdin.write_all(call(id).as_bytes()).await.unwrap();
+        next_response(&mut lines).await;
+    }
+    let mut sequential = Vec::with_capacity(calls);
+    for i in 0..calls {
+        let t = Instant::now();
+        stdin.write_all(call(1000 + i).as_bytes()).await.unwrap();
+        let r = next_response(&mut lines).await;
+        sequential.push(micros(t.elapsed()));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    let mut sent: HashMap<u64, Instant> = HashMap::new();
+    let mut concurrent = Vec::with_capacity(calls);
+    let mut next = 0usize;
+    let base = 1_000_000usize;
+    while concurrent.len() < calls {
+        while sent.len() < in_flight && next < calls {
+            let id = base + next;
+            sent.insert(id as u64, Instant::now());
+            stdin.write_all(call(id).as_bytes()).await.unwrap();
+            next += 1;
+        }
+        let r = next_response(&mut lines).await;
+        let id = r["id"].as_u64().expect("a response id");
+        let t = sent.remove(&id).expect("a response to a sent request");
+        concurrent.push(micros(t.elapsed()));
+    }
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    (
+        Figure::of(
+            "mcp_stdio_sequential",
+            "µs",
+            &sequential,
+            "tools/call add through toolhost serve (stdio), one at a time",
+        ),
+        Figure::of(
+            &format!("mcp_stdio_{in_flight}_in_flight"),
+            "µs",
+            &concurrent,
+            "the same with requests outstanding (latency per request)",
+        ),
+    )
+}
+
+async fn next_response(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> Value {
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the server answers within 60 s")
+            .expect("stdout reads")
+            .expect("the server is still running");
+        let v: Value = serde_json::from_str(&line).expect("JSON-RPC on stdout");
+        if v.get("id").is_some() && v.get("method").is_none() {
+            return v;
+        }
+    }
+}
+
+/// Process start to the first completed call (`toolhost call add`), with the compile cache
+/// emptied before each run (`cold`) or kept (`warm`).
+pub fn cold_start(config: &Path, data: &Path, tool: &str, runs: usize, warm: bool) -> Vec<f64> {
+    let mut samples = Vec::with_capacity(runs);
+    if warm {
+        run_call(config, tool); // fills the cache
+    }
+    for _ in 0..runs {
+        if !warm {
+            let _ = std::fs::remove_dir_all(data.join("cache"));
+        }
+        let t = Instant::now();
+        run_call(config, tool);
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    samples
+}
+
+fn run_call(config: &Path, tool: &str) {
+    let out = std::process::Command::new(BINARY)
+        .args(["call", "--config"])
+        .arg(config)
+        .args([tool, r#"{"a": 1, "b": 2}"#])
+        .output()
+        .expect("toolhost call runs");
+    assert!(
+        out.status.success(),
+        "toolhost call failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
