@@ -8,7 +8,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::audit::append_event;
+use super::audit::{append_event, PendingEvent};
 use super::codec::{decode_result, status_str, to_sql_u64};
 use super::{digest_bytes, now_ms, Ledger, LedgerError};
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
@@ -153,21 +153,47 @@ impl Ledger {
     /// Mark an admitted call `started`, right before the sandbox runs it. Marking a started
     /// call again is a no-op; a finished call is `AlreadyFinished`, an unknown one `UnknownCall`.
     pub fn mark_started(&self, run_id: &str, call_id: &str) -> Result<(), LedgerError> {
-        let conn = self.conn();
-        let changed = conn
+        self.mark_started_with(run_id, call_id, &[])
+    }
+
+    /// [`Ledger::mark_started`], committing `events` (stage decisions made so far) in the same
+    /// transaction: one commit instead of one per event.
+    pub fn mark_started_with(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        events: &[PendingEvent],
+    ) -> Result<(), LedgerError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let changed = tx
             .prepare_cached(
                 "UPDATE calls SET state = 'started', started_at_ms = ?3
                  WHERE run_id = ?1 AND call_id = ?2 AND state = 'admitted'",
             )?
             .execute(params![run_id, call_id, now_ms()])?;
-        if changed == 1 {
-            return Ok(());
+        if changed != 1 {
+            match call_state(&tx, run_id, call_id)? {
+                None => return Err(LedgerError::unknown(run_id, call_id)),
+                Some(state) if state == "finished" => {
+                    return Err(LedgerError::finished(run_id, call_id))
+                }
+                Some(_) => {}
+            }
         }
-        match call_state(&conn, run_id, call_id)? {
-            None => Err(LedgerError::unknown(run_id, call_id)),
-            Some(state) if state == "finished" => Err(LedgerError::finished(run_id, call_id)),
-            Some(_) => Ok(()),
+        for e in events {
+            append_event(
+                &tx,
+                run_id,
+                call_id,
+                e.at_ms,
+                &e.stage,
+                &e.decision,
+                &e.detail,
+            )?;
         }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Record the one terminal outcome of an admitted call and commit it before returning.
@@ -181,6 +207,18 @@ impl Ledger {
         run_id: &str,
         call_id: &str,
         result: &ToolResult,
+    ) -> Result<(), LedgerError> {
+        self.finish_with(run_id, call_id, result, &[])
+    }
+
+    /// [`Ledger::finish`], committing `events` (stage decisions not yet recorded) in the same
+    /// transaction, before the `record` event.
+    pub fn finish_with(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        result: &ToolResult,
+        events: &[PendingEvent],
     ) -> Result<(), LedgerError> {
         if result.call_id != call_id {
             return Err(LedgerError::ResultMismatch {
@@ -196,6 +234,17 @@ impl Ledger {
             return Err(LedgerError::unknown(run_id, call_id));
         }
         let detail = close_call(&tx, run_id, call_id, result, now)?;
+        for e in events {
+            append_event(
+                &tx,
+                run_id,
+                call_id,
+                e.at_ms,
+                &e.stage,
+                &e.decision,
+                &e.detail,
+            )?;
+        }
         append_event(
             &tx,
             run_id,

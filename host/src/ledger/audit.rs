@@ -66,6 +66,28 @@ pub struct CallRecord {
     pub events: Vec<EventRecord>,
 }
 
+/// A stage decision not yet committed: it goes into the call's next state change
+/// ([`Ledger::mark_started_with`], [`Ledger::finish_with`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingEvent {
+    pub at_ms: i64,
+    pub stage: String,
+    pub decision: String,
+    pub detail: String,
+}
+
+impl PendingEvent {
+    /// A decision made now.
+    pub fn now(stage: &str, decision: &str, detail: &str) -> PendingEvent {
+        PendingEvent {
+            at_ms: now_ms(),
+            stage: stage.to_string(),
+            decision: decision.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
 /// One model step of an agent run, by digest and size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TranscriptEntry {

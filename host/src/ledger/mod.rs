@@ -61,7 +61,7 @@ use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 
 pub use admission::{Admission, OUTCOME_UNKNOWN_MESSAGE};
-pub use audit::{CallRecord, CallState, EventRecord, TranscriptEntry};
+pub use audit::{CallRecord, CallState, EventRecord, PendingEvent, TranscriptEntry};
 pub use error::LedgerError;
 
 /// How long a statement waits for another connection's write lock before failing.

@@ -13,7 +13,7 @@ mod pipeline;
 use wasmtime::component::Val;
 
 use crate::contract::{RunContext, ToolCall, ToolResult};
-use crate::ledger::{Ledger, LedgerOptions};
+use crate::ledger::{Ledger, LedgerOptions, PendingEvent};
 use crate::policy::{ApprovalKey, Policy};
 use crate::registry::config::{Config, Synchronous};
 use crate::registry::{engine_settings, Registry, RegistryError, Tool};
@@ -44,6 +44,9 @@ pub struct Runtime {
     executions: std::sync::atomic::AtomicU64,
     /// Benchmarks only: skip the ledger (see [`Runtime::unrecorded_for_benchmarks`]).
     unrecorded: bool,
+    /// Stage decisions of running calls, committed with each call's next state change (start
+    /// or outcome) instead of one commit each.
+    pending: std::sync::Mutex<std::collections::HashMap<(String, String), Vec<PendingEvent>>>,
 }
 
 /// Why an approval could not be minted.
@@ -115,6 +118,7 @@ impl Runtime {
             run_budgets: config.run.budgets(),
             executions: std::sync::atomic::AtomicU64::new(0),
             unrecorded: false,
+            pending: Default::default(),
         })
     }
 

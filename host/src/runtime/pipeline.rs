@@ -12,7 +12,7 @@ use crate::contract::{
     ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, Status, ToolCall, ToolResult,
     Usage,
 };
-use crate::ledger::{digest_bytes, Admission};
+use crate::ledger::{digest_bytes, Admission, PendingEvent};
 use crate::policy::{canonical_json, ApprovalFailure, ApprovalSubject, Subject};
 use crate::registry::convert::{json_size_lower_bound, to_json, to_val};
 use crate::registry::Tool;
@@ -132,9 +132,21 @@ impl Runtime {
         if self.unrecorded {
             return;
         }
-        let _ = self
-            .ledger
-            .event(&ctx.run_id, &call.call_id, stage, decision, detail);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((ctx.run_id.clone(), call.call_id.clone()))
+            .or_default()
+            .push(PendingEvent::now(stage, decision, detail));
+    }
+
+    /// The call's stage decisions not yet committed.
+    fn take_pending(&self, ctx: &RunContext, call: &ToolCall) -> Vec<PendingEvent> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(ctx.run_id.clone(), call.call_id.clone()))
+            .unwrap_or_default()
     }
 
     /// Stages 2–8; the caller records whatever comes back.
@@ -247,7 +259,10 @@ impl Runtime {
         }
         // 7. execute
         if !self.unrecorded {
-            let _ = self.ledger.mark_started(&ctx.run_id, &call.call_id);
+            let events = self.take_pending(ctx, call);
+            let _ = self
+                .ledger
+                .mark_started_with(&ctx.run_id, &call.call_id, &events);
         }
         let exec = self.execute_in(ctx, tool, &params).await;
         // 8. check
@@ -568,7 +583,11 @@ impl Runtime {
     /// Stage 9: commit the outcome before it is returned. If that fails the effect may have
     /// happened but is not recorded: say so rather than pretend.
     fn record(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
-        match self.ledger.finish(&ctx.run_id, &call.call_id, &result) {
+        let events = self.take_pending(ctx, call);
+        match self
+            .ledger
+            .finish_with(&ctx.run_id, &call.call_id, &result, &events)
+        {
             Ok(()) => result,
             Err(e) => {
                 let detail = e.to_string();
