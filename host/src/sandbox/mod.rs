@@ -16,7 +16,9 @@ use wasmtime::Engine;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-pub use engine::{deadline_ticks, EngineSettings, EPOCH_TICK, MAX_CONCURRENT_INSTANCES};
+pub use engine::{
+    deadline_ticks, EngineSettings, DECOMMIT_BATCH, EPOCH_TICK, MAX_CONCURRENT_INSTANCES,
+};
 pub use executor::{Execution, Fault};
 pub use grant::{DirGrant, Grant};
 pub use host_api::{Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
