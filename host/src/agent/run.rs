@@ -19,7 +19,7 @@ use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult};
 use crate::ledger::digest_bytes;
 use crate::policy::canonical_json;
 use crate::runtime::batch::Proposal;
-use crate::runtime::guards::{RUN_CALLS_EXHAUSTED, TOOL_CALLS_EXHAUSTED};
+use crate::runtime::guards::TOOL_CALLS_EXHAUSTED;
 use crate::Runtime;
 
 /// How a run ended, for a screen and for JSON.
@@ -214,10 +214,11 @@ pub async fn run_agent(
                     .or_default() += 1;
             }
             if result.code == Some(Code::BudgetExhausted) && budget_stop.is_none() {
+                // The pipeline's message says which budget ran out (RUN_CALLS_EXHAUSTED or
+                // TOOL_CALLS_EXHAUSTED); anything else counts as the run's total.
                 budget_stop = Some(if result.message == TOOL_CALLS_EXHAUSTED {
                     StopReason::MaxCallsPerTool
                 } else {
-                    debug_assert_eq!(result.message, RUN_CALLS_EXHAUSTED);
                     StopReason::MaxToolCalls
                 });
             }
