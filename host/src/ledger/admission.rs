@@ -8,7 +8,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::audit::{append_event, PendingEvent};
+use super::audit::{append_event, append_events, PendingEvent};
 use super::codec::{decode_result, status_str, to_sql_u64};
 use super::{digest_bytes, now_ms, Ledger, LedgerError};
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
@@ -181,17 +181,7 @@ impl Ledger {
                 Some(_) => {}
             }
         }
-        for e in events {
-            append_event(
-                &tx,
-                run_id,
-                call_id,
-                e.at_ms,
-                &e.stage,
-                &e.decision,
-                &e.detail,
-            )?;
-        }
+        append_events(&tx, run_id, call_id, events)?;
         tx.commit()?;
         Ok(())
     }
@@ -234,17 +224,7 @@ impl Ledger {
             return Err(LedgerError::unknown(run_id, call_id));
         }
         let detail = close_call(&tx, run_id, call_id, result, now)?;
-        for e in events {
-            append_event(
-                &tx,
-                run_id,
-                call_id,
-                e.at_ms,
-                &e.stage,
-                &e.decision,
-                &e.detail,
-            )?;
-        }
+        append_events(&tx, run_id, call_id, events)?;
         append_event(
             &tx,
             run_id,

@@ -118,6 +118,27 @@ pub(crate) fn append_event(
     Ok(())
 }
 
+/// Append decisions made earlier (each with its own time) inside the caller's transaction.
+pub(crate) fn append_events(
+    conn: &Connection,
+    run_id: &str,
+    call_id: &str,
+    events: &[PendingEvent],
+) -> Result<(), LedgerError> {
+    for e in events {
+        append_event(
+            conn,
+            run_id,
+            call_id,
+            e.at_ms,
+            &e.stage,
+            &e.decision,
+            &e.detail,
+        )?;
+    }
+    Ok(())
+}
+
 impl Ledger {
     /// Append one stage decision to an admitted call's audit trail (`UnknownCall` otherwise).
     /// `detail` is operator text — never argument content unless content recording is on.

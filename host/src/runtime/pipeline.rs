@@ -26,6 +26,15 @@ const IN_FLIGHT_POLL: Duration = Duration::from_millis(20);
 /// Extra wait, beyond the tool's deadline, for a running original before giving up.
 const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
 
+/// What admission keys a call by: the digest and size of its canonical `{tool, arguments}`.
+fn admission_digest(call: &ToolCall) -> (String, u64) {
+    let canonical = canonical_json(&serde_json::json!({
+        "tool": call.name,
+        "arguments": call.arguments,
+    }));
+    (digest_bytes(&canonical), canonical.len() as u64)
+}
+
 impl Runtime {
     /// Run one proposed call through every stage. `approval_token` is what a human minted for
     /// this exact call (tool, arguments, principal, tenant, run), if any.
@@ -39,12 +48,7 @@ impl Runtime {
             return self.stages(ctx, call, approval_token).await;
         }
         // 1. admit (before anything else looks at the call)
-        let canonical = canonical_json(&serde_json::json!({
-            "tool": call.name,
-            "arguments": call.arguments,
-        }));
-        let digest = digest_bytes(&canonical);
-        let size = canonical.len() as u64;
+        let (digest, size) = admission_digest(call);
         match self
             .ledger
             .admit(&ctx.run_id, &call.call_id, &call.name, &digest, size)
@@ -72,18 +76,11 @@ impl Runtime {
     /// arrived whole — with the given result, so it too has exactly one recorded outcome.
     /// A repeated id replays what was recorded, as in [`Runtime::run_call`].
     pub fn refuse(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
-        let canonical = canonical_json(&serde_json::json!({
-            "tool": call.name,
-            "arguments": call.arguments,
-        }));
-        let digest = digest_bytes(&canonical);
-        match self.ledger.admit(
-            &ctx.run_id,
-            &call.call_id,
-            &call.name,
-            &digest,
-            canonical.len() as u64,
-        ) {
+        let (digest, size) = admission_digest(call);
+        match self
+            .ledger
+            .admit(&ctx.run_id, &call.call_id, &call.name, &digest, size)
+        {
             Ok(Admission::New { .. }) => {
                 let code = result.code.map_or("failed", |c| c.as_str());
                 self.event(

@@ -103,15 +103,7 @@ impl Sandbox {
             }
         });
 
-        let run = async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            let f = instance
-                .get_func(&mut store, func)
-                .ok_or_else(|| wasmtime::format_err!("exported function not found"))?;
-            let mut results = vec![Val::Bool(false); result_count];
-            f.call_async(&mut store, params, &mut results).await?;
-            Ok::<_, wasmtime::Error>(results)
-        };
+        let run = instantiate_and_call(&mut store, pre, func, params, result_count);
         let timed = tokio::select! {
             t = tokio::time::timeout(limits.deadline + TIMEOUT_GRACE, run) => Some(t),
             _ = cancel.cancelled() => None,
@@ -182,14 +174,25 @@ impl Sandbox {
         let mut store = Store::new(&self.engine, state);
         store.set_fuel(u64::MAX)?;
         store.set_epoch_deadline(u64::MAX / 2);
-        let instance = pre.instantiate_async(&mut store).await?;
-        let f = instance
-            .get_func(&mut store, func)
-            .ok_or_else(|| wasmtime::format_err!("exported function not found"))?;
-        let mut results = vec![Val::Bool(false); result_count];
-        f.call_async(&mut store, params, &mut results).await?;
-        Ok(results)
+        instantiate_and_call(&mut store, pre, func, params, result_count).await
     }
+}
+
+/// Instantiate `pre` in `store` and call `func`: the part both a limited call and the floor run.
+async fn instantiate_and_call(
+    store: &mut Store<CallState>,
+    pre: &InstancePre<CallState>,
+    func: &ComponentExportIndex,
+    params: &[Val],
+    result_count: usize,
+) -> Result<Vec<Val>, wasmtime::Error> {
+    let instance = pre.instantiate_async(&mut *store).await?;
+    let f = instance
+        .get_func(&mut *store, func)
+        .ok_or_else(|| wasmtime::format_err!("exported function not found"))?;
+    let mut results = vec![Val::Bool(false); result_count];
+    f.call_async(&mut *store, params, &mut results).await?;
+    Ok(results)
 }
 
 fn setup_failure(e: SandboxError, started: Instant) -> Execution {
