@@ -1,14 +1,16 @@
 //! Stage 1 and stage 9: admission, the start mark, the one terminal outcome, and recovery.
 //!
-//! A call's life in the `calls` table: `admitted` → (`started`) → `finished`. `finished` and the
-//! call's row in `outcomes` are written in one transaction, and `outcomes` is keyed by the call,
-//! so a call has at most one terminal outcome whatever happens. A call is never admitted twice:
+//! A call's life in its `calls` row: `admitted` → (`started`) → `finished`. The outcome is
+//! written by the one statement that sets `finished`, and only where the call is not finished
+//! yet, so a call has at most one terminal outcome whatever happens. A call is never admitted twice:
 //! a retry with the same arguments replays the recorded outcome (or learns that the call is
 //! still running); a retry with other arguments is a conflict and leaves the original alone.
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::audit::{append_event, append_events, PendingEvent};
+use super::audit::{
+    append_lines, event_lines, note_approval_requests, parse_events, pending_lines, PendingEvent,
+};
 use super::codec::{decode_result, status_str, to_sql_u64};
 use super::{digest_bytes, now_ms, Ledger, LedgerError};
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
@@ -55,74 +57,76 @@ impl Ledger {
         let now = now_ms();
         let existing = tx
             .prepare_cached(
-                "SELECT c.tool, c.args_digest, o.result_json
-                 FROM calls c
-                 LEFT JOIN outcomes o ON o.run_id = c.run_id AND o.call_id = c.call_id
-                 WHERE c.run_id = ?1 AND c.call_id = ?2",
+                "SELECT tool, args_digest, result_json, events FROM calls
+                 WHERE run_id = ?1 AND call_id = ?2",
             )?
             .query_row(params![run_id, call_id], |row| {
                 Ok((
                     row.get::<_, String>(0)?,
                     row.get::<_, String>(1)?,
                     row.get::<_, Option<String>>(2)?,
+                    row.get::<_, String>(3)?,
                 ))
             })
             .optional()?;
+        let admit_event = |decision: &str, detail: &str| {
+            append_lines(
+                &tx,
+                run_id,
+                call_id,
+                &event_lines([(now, "admit", decision, detail)])?,
+            )
+        };
 
         let admission = match existing {
             None => {
-                let seq: i64 = tx
-                    .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM calls")?
-                    .query_row([], |row| row.get(0))?;
+                let detail = format!("arguments sha256 {args_digest}, {args_size} bytes");
                 tx.prepare_cached(
                     "INSERT INTO calls
-                       (run_id, call_id, seq, tool, args_digest, args_size, state, admitted_at_ms,
-                        owner)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'admitted', ?7, ?8)",
+                       (run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms,
+                        owner, events)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'admitted', ?6, ?7, ?8)",
                 )?
                 .execute(params![
                     run_id,
                     call_id,
-                    seq,
                     tool,
                     args_digest,
                     to_sql_u64(args_size),
                     now,
-                    self.lease.owner()
+                    self.lease.owner(),
+                    event_lines([(now, "admit", "new", detail.as_str())])?,
                 ])?;
-                let detail = format!("arguments sha256 {args_digest}, {args_size} bytes");
-                append_event(&tx, run_id, call_id, now, "admit", "new", &detail)?;
-                Admission::New { seq }
+                Admission::New {
+                    seq: tx.last_insert_rowid(),
+                }
             }
-            Some((old_tool, old_digest, _)) if old_tool != tool || old_digest != args_digest => {
+            Some((old_tool, old_digest, _, _)) if old_tool != tool || old_digest != args_digest => {
                 let detail = format!(
                     "call id reused for tool {tool:?} with arguments sha256 {args_digest}, \
                      {args_size} bytes (admitted: tool {old_tool:?}, sha256 {old_digest}); \
                      refused as duplicate_call_id, this call unchanged"
                 );
-                append_event(&tx, run_id, call_id, now, "admit", "conflict", &detail)?;
+                admit_event("conflict", &detail)?;
                 Admission::Conflict
             }
-            Some((_, _, Some(result_json))) => {
+            Some((_, _, Some(result_json), _)) => {
                 let result = decode_result(&result_json)?;
-                let detail = "same call again; answered from its recorded outcome, not re-run";
-                append_event(&tx, run_id, call_id, now, "admit", "replay", detail)?;
+                admit_event(
+                    "replay",
+                    "same call again; answered from its recorded outcome, not re-run",
+                )?;
                 Admission::Replay(result)
             }
-            Some((_, _, None)) => {
+            Some((_, _, None, events)) => {
                 // A duplicate may poll admit until the original ends: one event per streak.
-                let last: Option<(String, String)> = tx
-                    .prepare_cached(
-                        "SELECT stage, decision FROM events WHERE run_id = ?1 AND call_id = ?2
-                         ORDER BY id DESC LIMIT 1",
-                    )?
-                    .query_row(params![run_id, call_id], |row| {
-                        Ok((row.get(0)?, row.get(1)?))
-                    })
-                    .optional()?;
-                if !matches!(&last, Some((s, d)) if s == "admit" && d == "in_flight") {
-                    let detail = "same call again while it has no outcome yet; not run twice";
-                    append_event(&tx, run_id, call_id, now, "admit", "in_flight", detail)?;
+                let last = parse_events(events.lines().last().unwrap_or_default())?;
+                if !matches!(last.as_slice(), [e] if e.stage == "admit" && e.decision == "in_flight")
+                {
+                    admit_event(
+                        "in_flight",
+                        "same call again while it has no outcome yet; not run twice",
+                    )?;
                 }
                 Admission::InFlight
             }
@@ -137,11 +141,7 @@ impl Ledger {
     pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
         let conn = self.conn();
         let row: Option<Option<String>> = conn
-            .prepare_cached(
-                "SELECT o.result_json FROM calls c
-                 LEFT JOIN outcomes o ON o.run_id = c.run_id AND o.call_id = c.call_id
-                 WHERE c.run_id = ?1 AND c.call_id = ?2",
-            )?
+            .prepare_cached("SELECT result_json FROM calls WHERE run_id = ?1 AND call_id = ?2")?
             .query_row(params![run_id, call_id], |row| row.get(0))
             .optional()?;
         match row {
@@ -157,31 +157,32 @@ impl Ledger {
     }
 
     /// [`Ledger::mark_started`], committing `events` (stage decisions made so far) in the same
-    /// transaction: one commit instead of one per event.
+    /// transaction: one commit, and one changed page, for all of them.
     pub fn mark_started_with(
         &self,
         run_id: &str,
         call_id: &str,
         events: &[PendingEvent],
     ) -> Result<(), LedgerError> {
+        let lines = pending_lines(events)?;
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let changed = tx
             .prepare_cached(
-                "UPDATE calls SET state = 'started', started_at_ms = ?3
+                "UPDATE calls SET state = 'started', started_at_ms = ?3, events = events || ?4
                  WHERE run_id = ?1 AND call_id = ?2 AND state = 'admitted'",
             )?
-            .execute(params![run_id, call_id, now_ms()])?;
+            .execute(params![run_id, call_id, now_ms(), lines])?;
         if changed != 1 {
             match call_state(&tx, run_id, call_id)? {
                 None => return Err(LedgerError::unknown(run_id, call_id)),
                 Some(state) if state == "finished" => {
                     return Err(LedgerError::finished(run_id, call_id))
                 }
-                Some(_) => {}
+                Some(_) => append_lines(&tx, run_id, call_id, &lines)?,
             }
         }
-        append_events(&tx, run_id, call_id, events)?;
+        note_approval_requests(&tx, run_id, call_id, events)?;
         tx.commit()?;
         Ok(())
     }
@@ -217,23 +218,19 @@ impl Ledger {
                 result_call_id: result.call_id.clone(),
             });
         }
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let outcome = Outcome::of(result)?;
         let now = now_ms();
-        if call_state(&tx, run_id, call_id)?.is_none() {
-            return Err(LedgerError::unknown(run_id, call_id));
-        }
-        let detail = close_call(&tx, run_id, call_id, result, now)?;
-        append_events(&tx, run_id, call_id, events)?;
-        append_event(
-            &tx,
-            run_id,
-            call_id,
+        let mut lines = pending_lines(events)?;
+        lines.push_str(&event_lines([(
             now,
             "record",
             status_str(result.status),
-            &detail,
-        )?;
+            outcome.detail.as_str(),
+        )])?);
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        close_call(&tx, run_id, call_id, result, &outcome, now, &lines)?;
+        note_approval_requests(&tx, run_id, call_id, events)?;
         tx.commit()?;
         Ok(())
     }
@@ -246,55 +243,64 @@ impl Ledger {
     /// Call it at startup, before serving, and only when no other live process writes to this
     /// ledger file: it cannot tell a call that a dead host left open from one that another
     /// host is running right now.
+    ///
+    /// It reads only the calls admitted since the last recovery left its watermark (the first
+    /// call it had to leave open, or the end of the ledger), so a long ledger starts as fast
+    /// as a short one.
     pub fn recover(&self) -> Result<Vec<(String, String)>, LedgerError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let now = now_ms();
-        let open: Vec<(String, String, String, String, Option<String>)> = tx
-            .prepare(
-                "SELECT c.run_id, c.call_id, c.tool, c.state, c.owner FROM calls c
-                 WHERE c.state <> 'finished'
-                   AND NOT EXISTS (SELECT 1 FROM outcomes o
-                                   WHERE o.run_id = c.run_id AND o.call_id = c.call_id)
-                 ORDER BY c.seq",
+        let watermark: i64 = tx
+            .prepare_cached("SELECT value FROM meta WHERE key = 'recovered_below'")?
+            .query_row([], |row| row.get(0))
+            .optional()?
+            .unwrap_or(0);
+        let open: Vec<(i64, String, String, String, String, Option<String>)> = tx
+            .prepare_cached(
+                "SELECT seq, run_id, call_id, tool, state, owner FROM calls
+                 WHERE seq >= ?1 AND state <> 'finished' ORDER BY seq",
             )?
-            .query_map([], |row| {
+            .query_map([watermark], |row| {
                 Ok((
                     row.get(0)?,
                     row.get(1)?,
                     row.get(2)?,
                     row.get(3)?,
                     row.get(4)?,
+                    row.get(5)?,
                 ))
             })?
             .collect::<Result<_, _>>()?;
+        let mut next_watermark: i64 = tx
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM calls")?
+            .query_row([], |row| row.get(0))?;
         let mut closed = Vec::with_capacity(open.len());
         let mut dead = std::collections::HashSet::new();
-        for (run_id, call_id, tool, state, owner) in open {
+        for (seq, run_id, call_id, tool, state, owner) in open {
             // A call whose host still holds its lease is running, not lost.
             if let Some(owner) = &owner {
                 if self.lease.is_alive(owner) {
+                    next_watermark = next_watermark.min(seq);
                     continue;
                 }
                 dead.insert(owner.clone());
             }
             let result = outcome_unknown(&call_id, tool);
-            close_call(&tx, &run_id, &call_id, &result, now)?;
+            let outcome = Outcome::of(&result)?;
             let detail = format!(
                 "the host stopped while this call was {state}; closed as outcome_unknown, \
                  never re-run"
             );
-            append_event(
-                &tx,
-                &run_id,
-                &call_id,
-                now,
-                "recover",
-                "outcome_unknown",
-                &detail,
-            )?;
+            let lines = event_lines([(now, "recover", "outcome_unknown", detail.as_str())])?;
+            close_call(&tx, &run_id, &call_id, &result, &outcome, now, &lines)?;
             closed.push((run_id, call_id));
         }
+        tx.prepare_cached(
+            "INSERT INTO meta (key, value) VALUES ('recovered_below', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )?
+        .execute([next_watermark])?;
         tx.commit()?;
         for owner in dead {
             self.lease.forget(&owner);
@@ -334,33 +340,58 @@ fn call_state(
         .optional()?)
 }
 
-/// Insert the outcome of an admitted call and mark it finished; `AlreadyFinished` (and no
-/// change) if it has one. Returns the content-free summary for the `record` event.
+/// What a terminal result stores besides itself: its JSON for replay, the output's digest and
+/// size, and the content-free summary for the `record` event. Computed before the ledger's
+/// lock is taken.
+struct Outcome {
+    result_json: String,
+    output: Option<(String, u64)>,
+    detail: String,
+}
+
+impl Outcome {
+    fn of(result: &ToolResult) -> Result<Outcome, LedgerError> {
+        let output = match &result.output {
+            Some(out) => {
+                // The same bytes and digest as `ToolResult::ledger_summary`.
+                let bytes = serde_json::to_vec(out)?;
+                Some((digest_bytes(&bytes), bytes.len() as u64))
+            }
+            None => None,
+        };
+        let code = result.code.map(|c| c.as_str()).unwrap_or("none");
+        let detail = match &output {
+            Some((digest, size)) => format!("code {code}; output sha256 {digest}, {size} bytes"),
+            None => format!("code {code}; no output"),
+        };
+        Ok(Outcome {
+            result_json: serde_json::to_string(result)?,
+            output,
+            detail,
+        })
+    }
+}
+
+/// Write the outcome of an admitted call, mark it finished and append `lines` to its events,
+/// in one statement; `AlreadyFinished` (and no change) if it has one, `UnknownCall` if it was
+/// never admitted.
 fn close_call(
     conn: &Connection,
     run_id: &str,
     call_id: &str,
     result: &ToolResult,
+    outcome: &Outcome,
     now: i64,
-) -> Result<String, LedgerError> {
-    let result_json = serde_json::to_string(result)?;
-    let output = match &result.output {
-        Some(out) => {
-            // The same bytes and digest as `ToolResult::ledger_summary`.
-            let bytes = serde_json::to_vec(out)?;
-            Some((digest_bytes(&bytes), bytes.len() as u64))
-        }
-        None => None,
-    };
+    lines: &str,
+) -> Result<(), LedgerError> {
     let u = &result.usage;
-    let inserted = conn
+    let changed = conn
         .prepare_cached(
-            "INSERT INTO outcomes
-               (run_id, call_id, status, code, message, diagnostic_id, output_digest, output_size,
-                fuel_consumed, wall_ms, memory_peak_bytes, output_bytes, result_json,
-                recorded_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-             ON CONFLICT (run_id, call_id) DO NOTHING",
+            "UPDATE calls SET state = 'finished', status = ?3, code = ?4, message = ?5,
+                 diagnostic_id = ?6, output_digest = ?7, output_size = ?8, fuel_consumed = ?9,
+                 wall_ms = ?10, memory_peak_bytes = ?11, output_bytes = ?12, result_json = ?13,
+                 finished_at_ms = ?14, events = events || ?15
+             WHERE run_id = ?1 AND call_id = ?2 AND state <> 'finished'",
         )?
         .execute(params![
             run_id,
@@ -369,25 +400,21 @@ fn close_call(
             result.code.map(|c| c.as_str()),
             result.message,
             result.diagnostic_id,
-            output.as_ref().map(|(d, _)| d.as_str()),
-            output.as_ref().map(|(_, n)| to_sql_u64(*n)),
+            outcome.output.as_ref().map(|(d, _)| d.as_str()),
+            outcome.output.as_ref().map(|(_, n)| to_sql_u64(*n)),
             to_sql_u64(u.fuel_consumed),
             to_sql_u64(u.wall_ms),
             to_sql_u64(u.memory_peak_bytes),
             to_sql_u64(u.output_bytes),
-            result_json,
+            outcome.result_json,
             now,
-        ])
-        .map_err(|e| LedgerError::for_call(e, run_id, call_id))?;
-    if inserted == 0 {
-        return Err(LedgerError::finished(run_id, call_id));
+            lines,
+        ])?;
+    if changed == 1 {
+        return Ok(());
     }
-    conn.prepare_cached("UPDATE calls SET state = 'finished' WHERE run_id = ?1 AND call_id = ?2")?
-        .execute(params![run_id, call_id])?;
-
-    let code = result.code.map(|c| c.as_str()).unwrap_or("none");
-    Ok(match output {
-        Some((digest, size)) => format!("code {code}; output sha256 {digest}, {size} bytes"),
-        None => format!("code {code}; no output"),
-    })
+    match call_state(conn, run_id, call_id)? {
+        None => Err(LedgerError::unknown(run_id, call_id)),
+        Some(_) => Err(LedgerError::finished(run_id, call_id)),
+    }
 }

@@ -5,10 +5,11 @@
 //! `recover`); the runtime appends one per stage in between (`resolve`, `validate`,
 //! `authorize`, `approve`, `limit`, `execute`, `check`). An event's `detail` is operator text —
 //! the rule that matched, a digest, a size — and never argument content.
+//!
+//! Events live in their call's row (the `events` column, one JSON object per line), so that
+//! recording them costs no page of its own (see `schema.rs`).
 
-use std::collections::HashMap;
-
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -99,42 +100,88 @@ pub struct TranscriptEntry {
     pub at_ms: i64,
 }
 
-/// Append an event inside the caller's transaction (or on its own).
-pub(crate) fn append_event(
+/// The stage and decision of the event that asks a human for approval; its detail is the
+/// approval digest, which `toolhost approve` looks up ([`Ledger::approval_request`]).
+const APPROVAL_REQUIRED: (&str, &str) = ("approve", "approval_required");
+
+/// Events as stored in a call's `events` column: one JSON object per line, in order.
+pub(crate) fn event_lines<'a>(
+    events: impl IntoIterator<Item = (i64, &'a str, &'a str, &'a str)>,
+) -> Result<String, LedgerError> {
+    let mut lines = String::new();
+    for (at_ms, stage, decision, detail) in events {
+        let event = EventRecord {
+            at_ms,
+            stage: stage.to_owned(),
+            decision: decision.to_owned(),
+            detail: detail.to_owned(),
+        };
+        // Compact JSON escapes every newline inside strings: one event, one line.
+        lines.push_str(&serde_json::to_string(&event)?);
+        lines.push('\n');
+    }
+    Ok(lines)
+}
+
+/// The lines of [`event_lines`] for decisions made earlier.
+pub(crate) fn pending_lines(events: &[PendingEvent]) -> Result<String, LedgerError> {
+    event_lines(events.iter().map(|e| {
+        (
+            e.at_ms,
+            e.stage.as_str(),
+            e.decision.as_str(),
+            e.detail.as_str(),
+        )
+    }))
+}
+
+/// A call's stored events back, in order.
+pub(crate) fn parse_events(lines: &str) -> Result<Vec<EventRecord>, LedgerError> {
+    lines
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_str(l)
+                .map_err(|e| LedgerError::Corrupt(format!("stored event does not decode: {e}")))
+        })
+        .collect()
+}
+
+/// Append event lines to an admitted call inside the caller's transaction (or on its own);
+/// `UnknownCall` if it was never admitted.
+pub(crate) fn append_lines(
     conn: &Connection,
     run_id: &str,
     call_id: &str,
-    at_ms: i64,
-    stage: &str,
-    decision: &str,
-    detail: &str,
+    lines: &str,
 ) -> Result<(), LedgerError> {
-    conn.prepare_cached(
-        "INSERT INTO events (run_id, call_id, at_ms, stage, decision, detail)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?
-    .execute(params![run_id, call_id, at_ms, stage, decision, detail])
-    .map_err(|e| LedgerError::for_call(e, run_id, call_id))?;
+    let changed = conn
+        .prepare_cached(
+            "UPDATE calls SET events = events || ?3 WHERE run_id = ?1 AND call_id = ?2",
+        )?
+        .execute(params![run_id, call_id, lines])?;
+    if changed == 0 {
+        return Err(LedgerError::unknown(run_id, call_id));
+    }
     Ok(())
 }
 
-/// Append decisions made earlier (each with its own time) inside the caller's transaction.
-pub(crate) fn append_events(
+/// Remember the calls among `events` that asked for approval (the first call per digest
+/// stays), so that `toolhost approve` finds them without reading every call's events.
+pub(crate) fn note_approval_requests(
     conn: &Connection,
     run_id: &str,
     call_id: &str,
     events: &[PendingEvent],
 ) -> Result<(), LedgerError> {
     for e in events {
-        append_event(
-            conn,
-            run_id,
-            call_id,
-            e.at_ms,
-            &e.stage,
-            &e.decision,
-            &e.detail,
-        )?;
+        if (e.stage.as_str(), e.decision.as_str()) == APPROVAL_REQUIRED {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO approval_requests (digest, run_id, call_id)
+                 VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![e.detail, run_id, call_id])?;
+        }
     }
     Ok(())
 }
@@ -150,8 +197,18 @@ impl Ledger {
         decision: &str,
         detail: &str,
     ) -> Result<(), LedgerError> {
-        let conn = self.conn();
-        append_event(&conn, run_id, call_id, now_ms(), stage, decision, detail)
+        let event = PendingEvent::now(stage, decision, detail);
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        append_lines(
+            &tx,
+            run_id,
+            call_id,
+            &pending_lines(std::slice::from_ref(&event))?,
+        )?;
+        note_approval_requests(&tx, run_id, call_id, std::slice::from_ref(&event))?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// Store an admitted call's arguments, only if the ledger was opened with
@@ -236,33 +293,21 @@ impl Ledger {
         Ok(out)
     }
 
-    /// The first call with an event of this `stage`, `decision` and `detail` (e.g. the call
-    /// whose `approve` stage asked for approval of a digest), as `(run_id, call_id)`.
-    pub fn find_event(
-        &self,
-        stage: &str,
-        decision: &str,
-        detail: &str,
-    ) -> Result<Option<(String, String)>, LedgerError> {
+    /// The first call that asked a human to approve `digest` (its `approve` stage decided
+    /// `approval_required` with that digest), as `(run_id, call_id)`.
+    pub fn approval_request(&self, digest: &str) -> Result<Option<(String, String)>, LedgerError> {
         let conn = self.conn();
         let found = conn
-            .prepare_cached(
-                "SELECT run_id, call_id FROM events
-                 WHERE stage = ?1 AND decision = ?2 AND detail = ?3
-                 ORDER BY id LIMIT 1",
-            )?
-            .query_row(params![stage, decision, detail], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })
+            .prepare_cached("SELECT run_id, call_id FROM approval_requests WHERE digest = ?1")?
+            .query_row([digest], |row| Ok((row.get(0)?, row.get(1)?)))
             .optional()?;
         Ok(found)
     }
 
     /// Every call (of one run, or of all), in admission order, each with its events in order.
-    /// Read in one snapshot, so the events match the calls.
     pub fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
+        // One statement: one snapshot, so every call comes with exactly its events.
+        let conn = self.conn();
         let filter = if run.is_some() {
             "WHERE c.run_id = ?1"
         } else {
@@ -272,48 +317,18 @@ impl Ledger {
         let sql = format!(
             "SELECT c.seq, c.run_id, c.call_id, c.tool, c.state, c.args_digest, c.args_size,
                     c.admitted_at_ms, c.started_at_ms,
-                    o.status, o.code, o.message, o.diagnostic_id, o.output_digest, o.output_size,
-                    o.fuel_consumed, o.wall_ms, o.memory_peak_bytes, o.output_bytes,
-                    o.recorded_at_ms, cc.arguments_json
+                    c.status, c.code, c.message, c.diagnostic_id, c.output_digest, c.output_size,
+                    c.fuel_consumed, c.wall_ms, c.memory_peak_bytes, c.output_bytes,
+                    c.finished_at_ms, cc.arguments_json, c.events
              FROM calls c
-             LEFT JOIN outcomes o ON o.run_id = c.run_id AND o.call_id = c.call_id
              LEFT JOIN call_content cc ON cc.run_id = c.run_id AND cc.call_id = c.call_id
              {filter} ORDER BY c.seq"
         );
         let mut records = Vec::new();
-        {
-            let mut stmt = tx.prepare_cached(&sql)?;
-            let mut rows = stmt.query([run])?;
-            while let Some(row) = rows.next()? {
-                records.push(call_record(row)?);
-            }
-        }
-
-        let index: HashMap<i64, usize> = records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.seq, i))
-            .collect();
-        let sql = format!(
-            "SELECT c.seq, e.at_ms, e.stage, e.decision, e.detail
-             FROM events e JOIN calls c ON c.run_id = e.run_id AND c.call_id = e.call_id
-             {filter} ORDER BY c.seq, e.id"
-        );
-        {
-            let mut stmt = tx.prepare_cached(&sql)?;
-            let mut rows = stmt.query([run])?;
-            while let Some(row) = rows.next()? {
-                let seq: i64 = row.get(0)?;
-                let event = EventRecord {
-                    at_ms: row.get(1)?,
-                    stage: row.get(2)?,
-                    decision: row.get(3)?,
-                    detail: row.get(4)?,
-                };
-                if let Some(&i) = index.get(&seq) {
-                    records[i].events.push(event);
-                }
-            }
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query([run])?;
+        while let Some(row) = rows.next()? {
+            records.push(call_record(row)?);
         }
         Ok(records)
     }
@@ -335,6 +350,7 @@ fn call_record(row: &Row<'_>) -> Result<CallRecord, LedgerError> {
         None => None,
     };
     let arguments: Option<String> = row.get(20)?;
+    let events: String = row.get(21)?;
     Ok(CallRecord {
         seq: row.get(0)?,
         run_id: row.get(1)?,
@@ -364,6 +380,6 @@ fn call_record(row: &Row<'_>) -> Result<CallRecord, LedgerError> {
                     .map_err(|e| LedgerError::Corrupt(format!("stored arguments: {e}")))
             })
             .transpose()?,
-        events: Vec::new(),
+        events: parse_events(&events)?,
     })
 }

@@ -572,3 +572,97 @@ fn transcript_records_steps() {
         ]
     );
 }
+
+/// Recovery's watermark never hides an open call: a call a live host kept open stays below
+/// the watermark until a later recovery finds its host gone and closes it, however many calls
+/// finished after it.
+#[test]
+fn recovery_watermark_keeps_calls_of_live_hosts_in_view() {
+    let (_d, path, running) = ledger(LedgerOptions::default());
+    admit(&running, "r", &call("long", json!(0)));
+    running.mark_started("r", "long").unwrap();
+
+    let other = Ledger::open(&path, LedgerOptions::default()).unwrap();
+    assert!(other.recover().unwrap().is_empty());
+    for i in 0..5 {
+        let c = call(&format!("quick-{i}"), json!(i));
+        admit(&other, "r", &c);
+        let result = ToolResult::completed(&c, json!(i), usage());
+        other.finish("r", &c.call_id, &result).unwrap();
+        assert!(other.recover().unwrap().is_empty());
+    }
+    drop(running); // the host running "long" dies
+    assert_eq!(
+        other.recover().unwrap(),
+        vec![("r".to_string(), "long".to_string())]
+    );
+    assert!(other.recover().unwrap().is_empty());
+}
+
+/// A ledger written by schema version 1 (calls, outcomes and events in their own tables) opens
+/// as version 2 with every call, outcome, event (in order), content row and approval request.
+#[test]
+fn version_1_ledgers_migrate_without_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(schema::MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        let done = call("done", json!({"q": 1}));
+        let result = ToolResult::completed(&done, json!({"a": 2}), usage());
+        let (digest, size) = args_key(&done.arguments);
+        conn.execute_batch(&format!(
+            "INSERT INTO calls VALUES ('r', 'done', 1, 'echo', '{digest}', {size}, 'finished', 10,
+                 11, NULL);
+             INSERT INTO calls VALUES ('r', 'open', 2, 'echo', 'd2', 8, 'started', 20, 21, NULL);
+             INSERT INTO outcomes VALUES ('r', 'done', 'completed', NULL, 'ok', NULL, 'od', 7,
+                 1234, 7, 65536, 20, '{result}', 12);
+             INSERT INTO events (run_id, call_id, at_ms, stage, decision, detail) VALUES
+                 ('r', 'open', 20, 'admit', 'new', 'second'),
+                 ('r', 'done', 10, 'admit', 'new', 'first'),
+                 ('r', 'done', 11, 'approve', 'approval_required', 'digest-1'),
+                 ('r', 'done', 12, 'record', 'completed', 'line\nbreak');
+             INSERT INTO call_content VALUES ('r', 'done', '{{\"q\":1}}', 10);",
+            result = serde_json::to_string(&result).unwrap().replace('\'', "''")
+        ))
+        .unwrap();
+    }
+    let l = Ledger::open(&path, LedgerOptions::default()).unwrap();
+    let calls = l.calls(None).unwrap();
+    assert_eq!(calls.len(), 2);
+    let (done, open) = (&calls[0], &calls[1]);
+    assert_eq!((done.seq, done.call_id.as_str()), (1, "done"));
+    assert_eq!(done.state, CallState::Finished);
+    assert_eq!(done.status, Some(Status::Completed));
+    assert_eq!(done.usage, Some(usage()));
+    assert_eq!(done.output_digest.as_deref(), Some("od"));
+    assert_eq!(done.finished_at_ms, Some(12));
+    assert_eq!(done.arguments, Some(json!({"q": 1})));
+    let events: Vec<_> = done
+        .events
+        .iter()
+        .map(|e| (e.at_ms, e.stage.as_str(), e.detail.as_str()))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (10, "admit", "first"),
+            (11, "approve", "digest-1"),
+            (12, "record", "line\nbreak")
+        ]
+    );
+    assert_eq!((open.state, open.events.len()), (CallState::Started, 1));
+    assert_eq!(
+        l.approval_request("digest-1").unwrap(),
+        Some(("r".to_string(), "done".to_string()))
+    );
+    let Admission::Replay(replayed) = admit(&l, "r", &call("done", json!({"q": 1}))) else {
+        panic!("the migrated outcome replays")
+    };
+    assert_eq!(replayed.output, Some(json!({"a": 2})));
+    assert_eq!(
+        l.recover().unwrap(),
+        vec![("r".to_string(), "open".to_string())]
+    );
+}

@@ -133,7 +133,7 @@ impl Runtime {
         let (digest, _expires) = crate::policy::parse_handle(handle)?;
         let (run_id, call_id) = self
             .ledger
-            .find_event("approve", "approval_required", &digest)?
+            .approval_request(&digest)?
             .ok_or(ApproveError::NotRequested)?;
         let record = self
             .ledger
