@@ -636,3 +636,115 @@ async fn host_concurrency_limit() {
         .await;
     assert_eq!(r.status, Status::Completed, "the slot came back: {r:?}");
 }
+
+/// The stage names of a call's recorded events, in order.
+fn recorded_stages(rt: &Runtime, run: &str, call_id: &str) -> Vec<String> {
+    rt.ledger
+        .calls(Some(run))
+        .unwrap()
+        .into_iter()
+        .find(|c| c.call_id == call_id)
+        .expect("the call is in the ledger")
+        .events
+        .into_iter()
+        .map(|e| e.stage)
+        .collect()
+}
+
+/// Calls are admitted together with their start (or their outcome), one commit fewer, and the
+/// ledger still holds every decision in order, the arguments when content recording is on
+/// (only for arguments that passed validation), and calls that end before they start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_admission_records_every_decision_and_the_content() {
+    let e = env("[ledger]\nrecord_content = true\n");
+    let rt = rt(&e);
+    let alice = rt.context("alice", "acme");
+    let args = json!({"name": "late"});
+    let ok = rt
+        .run_call(&alice, &call("ok", "greet", args.clone()), None)
+        .await;
+    assert_eq!(ok.status, Status::Completed, "{ok:?}");
+    let bad = rt
+        .run_call(&alice, &call("bad", "greet", json!({"name": 1})), None)
+        .await;
+    assert_eq!(bad.code, Some(Code::InvalidArguments));
+    let unknown = rt
+        .run_call(&alice, &call("unknown", "no_such_tool", json!({})), None)
+        .await;
+    assert_eq!(unknown.code, Some(Code::UnknownTool));
+    assert_eq!(rt.executions(), 1);
+
+    assert_eq!(
+        recorded_stages(&rt, &alice.run_id, "ok"),
+        ["admit", "authorize", "execute", "record"]
+    );
+    assert_eq!(
+        recorded_stages(&rt, &alice.run_id, "bad"),
+        ["admit", "validate", "record"]
+    );
+    assert_eq!(
+        recorded_stages(&rt, &alice.run_id, "unknown"),
+        ["admit", "resolve", "record"]
+    );
+    let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
+    let by_id = |id: &str| calls.iter().find(|c| c.call_id == id).unwrap();
+    assert_eq!(by_id("ok").arguments, Some(args.clone()));
+    assert!(by_id("ok").started_at_ms.is_some());
+    assert_eq!(by_id("bad").arguments, None);
+    assert_eq!(by_id("bad").started_at_ms, None);
+    assert!(calls.iter().all(|c| c.status.is_some()));
+
+    // A retry replays the recorded result and is itself recorded.
+    let again = rt.run_call(&alice, &call("ok", "greet", args), None).await;
+    assert_eq!(again, ok);
+    assert_eq!(
+        recorded_stages(&rt, &alice.run_id, "ok")
+            .last()
+            .map(String::as_str),
+        Some("admit")
+    );
+    assert_eq!(rt.executions(), 1);
+}
+
+/// Concurrent proposals with one id run once, whatever the interleaving: those with the
+/// winner's arguments all get its one result, the others `duplicate_call_id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_duplicates_run_once() {
+    let e = env("");
+    let rt = std::sync::Arc::new(rt(&e));
+    let alice = rt.context("alice", "acme");
+    for round in 0..4u64 {
+        let id = format!("dup-{round}");
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let name = if i % 4 == 3 { "other" } else { "same" };
+                let (rt, ctx) = (rt.clone(), alice.clone());
+                let c = call(&id, "greet", json!({ "name": name }));
+                tokio::spawn(async move { (name, rt.run_call(&ctx, &c, None).await) })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for t in tasks {
+            results.push(t.await.unwrap());
+        }
+        assert_eq!(rt.executions(), round + 1);
+        let winners: Vec<_> = results
+            .iter()
+            .filter(|(_, r)| r.status == Status::Completed)
+            .collect();
+        let (winner, first) = winners[0];
+        for (name, r) in &results {
+            if name == winner {
+                assert_eq!(
+                    r, first,
+                    "every proposal with the winning arguments gets its result"
+                );
+            } else {
+                assert_eq!(r.code, Some(Code::DuplicateCallId), "{r:?}");
+            }
+        }
+    }
+    let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
+    assert_eq!(calls.len(), 4);
+    assert!(calls.iter().all(|c| c.status == Some(Status::Completed)));
+}

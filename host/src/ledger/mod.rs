@@ -60,7 +60,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 
-pub use admission::{Admission, OUTCOME_UNKNOWN_MESSAGE};
+pub use admission::{Admission, Opening, OUTCOME_UNKNOWN_MESSAGE};
 pub use audit::{CallRecord, CallState, EventRecord, PendingEvent, TranscriptEntry};
 pub use error::LedgerError;
 

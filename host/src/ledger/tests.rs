@@ -666,3 +666,109 @@ fn version_1_ledgers_migrate_without_loss() {
         vec![("r".to_string(), "open".to_string())]
     );
 }
+
+/// A late admission (stages first, admission with the start or the outcome) that finds the
+/// id already admitted by another process writes nothing of its own: it gets the admission
+/// decision instead (in flight, then replay), and the original call is unchanged.
+#[test]
+fn late_admission_yields_to_an_earlier_one() {
+    let (_d, path, first) = ledger(LedgerOptions::default());
+    let second = Ledger::open(&path, LedgerOptions::default()).unwrap();
+    let c = call("c", json!({"q": 1}));
+    let (digest, size) = args_key(&c.arguments);
+    let events = [PendingEvent::now("authorize", "allowed", "rule r")];
+    let opening = Opening {
+        tool: "echo",
+        args_digest: &digest,
+        args_size: size,
+        at_ms: 1,
+        events: &events,
+        content: Some(&c.arguments),
+    };
+    assert!(!second.is_admitted("r", "c").unwrap());
+    assert!(matches!(admit(&first, "r", &c), Admission::New { .. }));
+    assert_eq!(
+        second.admit_started("r", "c", &opening).unwrap(),
+        Admission::InFlight
+    );
+    let result = ToolResult::completed(&c, json!("done"), usage());
+    first.finish("r", "c", &result).unwrap();
+    let mine = ToolResult::completed(&c, json!("mine"), usage());
+    assert_eq!(
+        second.admit_finished("r", "c", &opening, &mine).unwrap(),
+        Admission::Replay(result.clone())
+    );
+    assert_eq!(second.outcome("r", "c").unwrap(), Some(result));
+    assert_eq!(
+        stages(&second, "r", "c"),
+        [
+            ("admit", "new"),
+            ("admit", "in_flight"),
+            ("record", "completed"),
+            ("admit", "replay")
+        ]
+        .map(|(s, d)| (s.to_string(), d.to_string()))
+    );
+}
+
+/// A late admission of a new call commits the admission, the decisions made before it, the
+/// content (when recorded) and the start mark or the outcome, in that order.
+#[test]
+fn late_admission_commits_admission_decisions_and_state() {
+    let (_d, _p, l) = ledger(LedgerOptions {
+        synchronous_full: false,
+        record_content: true,
+    });
+    let events = [
+        PendingEvent::now("authorize", "allowed", "rule r"),
+        PendingEvent::now("approve", "approval_required", "digest-9"),
+    ];
+    let started = call("s", json!({"q": 1}));
+    let (digest, size) = args_key(&started.arguments);
+    let opening = Opening {
+        tool: "echo",
+        args_digest: &digest,
+        args_size: size,
+        at_ms: 5,
+        events: &events,
+        content: Some(&started.arguments),
+    };
+    assert!(matches!(
+        l.admit_started("r", "s", &opening).unwrap(),
+        Admission::New { .. }
+    ));
+    let ended = call("e", json!({"q": 1}));
+    let failed = ToolResult::failed(&ended, Code::Unauthorized, "no", Usage::default());
+    let opening = Opening {
+        content: None,
+        ..opening
+    };
+    assert!(matches!(
+        l.admit_finished("r", "e", &opening, &failed).unwrap(),
+        Admission::New { .. }
+    ));
+    let calls = l.calls(Some("r")).unwrap();
+    assert_eq!(calls[0].state, CallState::Started);
+    assert_eq!(calls[0].admitted_at_ms, 5);
+    assert_eq!(calls[0].arguments, Some(json!({"q": 1})));
+    assert_eq!(calls[1].state, CallState::Finished);
+    assert_eq!(calls[1].arguments, None);
+    assert_eq!(
+        stages(&l, "r", "s"),
+        [
+            ("admit", "new"),
+            ("authorize", "allowed"),
+            ("approve", "approval_required")
+        ]
+        .map(|(s, d)| (s.to_string(), d.to_string()))
+    );
+    assert_eq!(stages(&l, "r", "e").last().unwrap().0, "record");
+    assert_eq!(
+        l.approval_request("digest-9").unwrap(),
+        Some(("r".to_string(), "s".to_string()))
+    );
+    assert!(matches!(
+        l.finish("r", "e", &failed),
+        Err(LedgerError::AlreadyFinished { .. })
+    ));
+}

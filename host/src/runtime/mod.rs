@@ -7,13 +7,14 @@ mod diagnostics;
 pub mod guards;
 pub mod stream_args;
 
+mod admission;
 pub mod batch;
 mod pipeline;
 
 use wasmtime::component::Val;
 
 use crate::contract::{RunContext, ToolCall, ToolResult};
-use crate::ledger::{Ledger, LedgerOptions, PendingEvent};
+use crate::ledger::{Ledger, LedgerOptions};
 use crate::policy::{ApprovalKey, Policy};
 use crate::registry::config::{Config, Synchronous};
 use crate::registry::{engine_settings, Registry, RegistryError, Tool};
@@ -44,9 +45,10 @@ pub struct Runtime {
     executions: std::sync::atomic::AtomicU64,
     /// Benchmarks only: skip the ledger (see [`Runtime::unrecorded_for_benchmarks`]).
     unrecorded: bool,
-    /// Stage decisions of running calls, committed with each call's next state change (start
-    /// or outcome) instead of one commit each.
-    pending: std::sync::Mutex<std::collections::HashMap<(String, String), Vec<PendingEvent>>>,
+    /// What running calls have not committed yet: their stage decisions (committed with each
+    /// call's next state change instead of one commit each), and for a call not admitted yet,
+    /// what its admission will record (see `pipeline.rs`).
+    pending: std::sync::Mutex<std::collections::HashMap<(String, String), admission::CallLog>>,
 }
 
 /// Why an approval could not be minted.

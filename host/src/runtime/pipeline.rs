@@ -18,6 +18,7 @@ use crate::registry::convert::{json_size_lower_bound, to_json, to_val};
 use crate::registry::Tool;
 use crate::sandbox::{Execution, Fault};
 
+use super::admission::{CallLog, Late};
 use super::{clip, Runtime, MAX_INPUT_BYTES, MAX_TOOL_ERROR_MESSAGE};
 
 /// How often a duplicate of a running call checks whether the original has finished.
@@ -49,20 +50,25 @@ impl Runtime {
         }
         // 1. admit (before anything else looks at the call)
         let (digest, size) = admission_digest(call);
+        match self.admit_late(ctx, call, &digest, size) {
+            Late::Claimed => {
+                let result = self.stages(ctx, call, approval_token).await;
+                return self.record(ctx, call, result);
+            }
+            Late::Duplicate => return self.await_original(ctx, call).await,
+            Late::Conflict => return duplicate_call_id(call),
+            Late::Fault(detail) => {
+                return self.host_fault(call, "the host could not record this call", &detail)
+            }
+            Late::No => {}
+        }
         match self
             .ledger
             .admit(&ctx.run_id, &call.call_id, &call.name, &digest, size)
         {
             Ok(Admission::New { .. }) => {}
             Ok(Admission::Replay(result)) => return result,
-            Ok(Admission::Conflict) => {
-                return ToolResult::failed(
-                    call,
-                    Code::DuplicateCallId,
-                    "this call id was already used for a different call",
-                    Usage::default(),
-                )
-            }
+            Ok(Admission::Conflict) => return duplicate_call_id(call),
             Ok(Admission::InFlight) => return self.await_original(ctx, call).await,
             Err(e) => {
                 return self.host_fault(call, "the host could not record this call", &e.to_string())
@@ -93,12 +99,7 @@ impl Runtime {
                 self.record(ctx, call, result)
             }
             Ok(Admission::Replay(recorded)) => recorded,
-            Ok(Admission::Conflict) | Ok(Admission::InFlight) => ToolResult::failed(
-                call,
-                Code::DuplicateCallId,
-                "this call id was already used for a different call",
-                Usage::default(),
-            ),
+            Ok(Admission::Conflict) | Ok(Admission::InFlight) => duplicate_call_id(call),
             Err(e) => self.host_fault(call, "the host could not record this call", &e.to_string()),
         }
     }
@@ -134,11 +135,12 @@ impl Runtime {
             .unwrap_or_else(|e| e.into_inner())
             .entry((ctx.run_id.clone(), call.call_id.clone()))
             .or_default()
+            .events
             .push(PendingEvent::now(stage, decision, detail));
     }
 
-    /// The call's stage decisions not yet committed.
-    fn take_pending(&self, ctx: &RunContext, call: &ToolCall) -> Vec<PendingEvent> {
+    /// What the call has not committed yet.
+    pub(super) fn take_pending(&self, ctx: &RunContext, call: &ToolCall) -> CallLog {
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -171,11 +173,7 @@ impl Runtime {
                 return ToolResult::failed(call, Code::InvalidArguments, message, Usage::default());
             }
         };
-        if !self.unrecorded {
-            let _ = self
-                .ledger
-                .record_content(&ctx.run_id, &call.call_id, &call.arguments);
-        }
+        self.note_content(ctx, call);
         // 4. authorize, with the trusted subject only
         let subject = Subject {
             principal: ctx.principal.clone(),
@@ -256,10 +254,9 @@ impl Runtime {
         }
         // 7. execute
         if !self.unrecorded {
-            let events = self.take_pending(ctx, call);
-            let _ = self
-                .ledger
-                .mark_started_with(&ctx.run_id, &call.call_id, &events);
+            if let Err(answer) = self.start(ctx, call) {
+                return answer;
+            }
         }
         let exec = self.execute_in(ctx, tool, &params).await;
         // 8. check
@@ -580,11 +577,41 @@ impl Runtime {
     /// Stage 9: commit the outcome before it is returned. If that fails the effect may have
     /// happened but is not recorded: say so rather than pretend.
     fn record(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
-        let events = self.take_pending(ctx, call);
-        match self
-            .ledger
-            .finish_with(&ctx.run_id, &call.call_id, &result, &events)
-        {
+        let recorded = match self.late_admission(ctx, call) {
+            Some((late, events)) => {
+                let admitted = self.ledger.admit_finished(
+                    &ctx.run_id,
+                    &call.call_id,
+                    &late.opening(call, &events),
+                    &result,
+                );
+                self.admitted(ctx, call);
+                let leftover = self.take_pending(ctx, call);
+                for e in &leftover.events {
+                    let _ = self.ledger.event(
+                        &ctx.run_id,
+                        &call.call_id,
+                        &e.stage,
+                        &e.decision,
+                        &e.detail,
+                    );
+                }
+                match admitted {
+                    Ok(Admission::New { .. }) => Ok(()),
+                    Ok(other) => return self.lost_admission(call, other),
+                    Err(e) => Err(e),
+                }
+            }
+            None => {
+                let log = self.take_pending(ctx, call);
+                if log.settled {
+                    return result;
+                }
+                self.ledger
+                    .finish_with(&ctx.run_id, &call.call_id, &result, &log.events)
+            }
+        };
+        match recorded {
             Ok(()) => result,
             Err(e) => {
                 let detail = e.to_string();
@@ -618,7 +645,7 @@ impl Runtime {
         r
     }
 
-    fn host_fault(&self, call: &ToolCall, message: &str, detail: &str) -> ToolResult {
+    pub(super) fn host_fault(&self, call: &ToolCall, message: &str, detail: &str) -> ToolResult {
         let mut r = ToolResult::failed(call, Code::HostError, message, Usage::default());
         r.diagnostic_id = Some(
             self.diagnostics
@@ -626,6 +653,15 @@ impl Runtime {
         );
         r
     }
+}
+
+pub(super) fn duplicate_call_id(call: &ToolCall) -> ToolResult {
+    ToolResult::failed(
+        call,
+        Code::DuplicateCallId,
+        "this call id was already used for a different call",
+        Usage::default(),
+    )
 }
 
 fn cancelled(call: &ToolCall, status: Status, code: Code) -> ToolResult {

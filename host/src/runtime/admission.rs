@@ -1,0 +1,241 @@
+//! Stage 1 for most calls: late admission. A call the ledger has never seen, and that no
+//! approval is involved in, runs its first stages before it is admitted; the admission is
+//! committed with the start mark, or with the outcome of a call that ends before it starts —
+//! one commit per call fewer (see `docs/benchmarks.md`), with the same record in the ledger.
+//!
+//! Exactly once still holds: a claim in the runtime's `pending` map stops a duplicate in this
+//! process (it waits for the original's outcome, or is a conflict), and the admission itself,
+//! in one `BEGIN IMMEDIATE` transaction, finds an id another process admitted meanwhile — then
+//! this call does not run and records nothing of its own.
+
+use crate::contract::{Code, RunContext, ToolCall, ToolResult, Usage};
+use crate::ledger::{Admission, Opening, PendingEvent};
+
+use super::pipeline::duplicate_call_id;
+use super::{clip, Runtime};
+
+impl Runtime {
+    /// Whether this call is admitted late: if the ledger has never seen it (a read, not a
+    /// commit) and no approval is involved, the stages run first and the admission is
+    /// committed together with the start mark, or with the outcome of a call that ends before
+    /// it starts — one commit fewer per call. The claim in `pending` stops a duplicate in this
+    /// process from running meanwhile; a duplicate in another process is stopped by the
+    /// admission itself, which finds the id taken (see [`Runtime::start`]). Calls that may
+    /// need approval are admitted first, so a duplicate cannot ask a human a second time.
+    pub(super) fn admit_late(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        digest: &str,
+        size: u64,
+    ) -> Late {
+        let approval = self
+            .registry
+            .get(&call.name)
+            .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));
+        if approval {
+            return Late::No;
+        }
+        let key = (ctx.run_id.clone(), call.call_id.clone());
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(log) = pending.get_mut(&key) {
+            // Running in this process right now.
+            return match &log.late {
+                Some(l) if l.digest != digest => {
+                    log.events.push(PendingEvent::now(
+                        "admit",
+                        "conflict",
+                        &format!(
+                            "call id reused for tool {:?} with arguments sha256 {digest}, \
+                             {size} bytes; refused as duplicate_call_id, this call unchanged",
+                            clip(&call.name, 64)
+                        ),
+                    ));
+                    Late::Conflict
+                }
+                Some(_) => Late::Duplicate,
+                None => Late::No,
+            };
+        }
+        match self.ledger.is_admitted(&ctx.run_id, &call.call_id) {
+            Ok(true) => Late::No,
+            Ok(false) => {
+                pending.insert(
+                    key,
+                    CallLog {
+                        late: Some(LateAdmission {
+                            digest: digest.to_owned(),
+                            size,
+                            at_ms: now_ms(),
+                            content: false,
+                        }),
+                        ..CallLog::default()
+                    },
+                );
+                Late::Claimed
+            }
+            Err(e) => Late::Fault(e.to_string()),
+        }
+    }
+
+    /// The arguments passed validation: store them if the ledger records content — now, or with
+    /// the admission of a call admitted late.
+    pub(super) fn note_content(&self, ctx: &RunContext, call: &ToolCall) {
+        if self.unrecorded {
+            return;
+        }
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let key = (ctx.run_id.clone(), call.call_id.clone());
+            if let Some(late) = pending.get_mut(&key).and_then(|log| log.late.as_mut()) {
+                late.content = true;
+                return;
+            }
+        }
+        let _ = self
+            .ledger
+            .record_content(&ctx.run_id, &call.call_id, &call.arguments);
+    }
+
+    /// Stage 7's ledger step: mark the call started, committing its decisions so far — and
+    /// its admission, if it was admitted late. `Err` carries the answer for a call that must
+    /// not run: another process admitted the same id first, or the ledger failed.
+    #[allow(clippy::result_large_err)]
+    pub(super) fn start(&self, ctx: &RunContext, call: &ToolCall) -> Result<(), ToolResult> {
+        let Some((late, events)) = self.late_admission(ctx, call) else {
+            let log = self.take_pending(ctx, call);
+            let _ = self
+                .ledger
+                .mark_started_with(&ctx.run_id, &call.call_id, &log.events);
+            return Ok(());
+        };
+        let admitted =
+            self.ledger
+                .admit_started(&ctx.run_id, &call.call_id, &late.opening(call, &events));
+        let answer = match admitted {
+            Ok(Admission::New { .. }) => {
+                self.admitted(ctx, call);
+                return Ok(());
+            }
+            Ok(other) => self.lost_admission(call, other),
+            Err(e) => self.host_fault(call, "the host could not record this call", &e.to_string()),
+        };
+        // Nothing of this call is ours to record.
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                (ctx.run_id.clone(), call.call_id.clone()),
+                CallLog {
+                    settled: true,
+                    ..CallLog::default()
+                },
+            );
+        Err(answer)
+    }
+
+    /// For a call not admitted yet: its admission and the decisions to commit with it. The
+    /// claim stays in `pending` until the admission is committed ([`Runtime::admitted`]), so
+    /// that a duplicate in this process keeps waiting instead of running.
+    pub(super) fn late_admission(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+    ) -> Option<(LateAdmission, Vec<PendingEvent>)> {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let log = pending.get_mut(&(ctx.run_id.clone(), call.call_id.clone()))?;
+        let late = log.late.clone()?;
+        Some((late, std::mem::take(&mut log.events)))
+    }
+
+    /// The late admission is committed: drop the claim, keeping any decision a duplicate added
+    /// meanwhile for the call's next commit.
+    pub(super) fn admitted(&self, ctx: &RunContext, call: &ToolCall) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (ctx.run_id.clone(), call.call_id.clone());
+        if let Some(log) = pending.remove(&key) {
+            if !log.events.is_empty() {
+                pending.insert(
+                    key,
+                    CallLog {
+                        events: log.events,
+                        ..CallLog::default()
+                    },
+                );
+            }
+        }
+    }
+
+    /// The answer when another process admitted this id between our read and our admission.
+    pub(super) fn lost_admission(&self, call: &ToolCall, admission: Admission) -> ToolResult {
+        match admission {
+            Admission::Replay(recorded) => recorded,
+            Admission::InFlight => ToolResult::failed(
+                call,
+                Code::DuplicateCallId,
+                "a call with this id is already running",
+                Usage::default(),
+            ),
+            Admission::New { .. } | Admission::Conflict => duplicate_call_id(call),
+        }
+    }
+}
+
+/// What a run keeps of one call until its next commit (see [`Runtime::admit_late`]).
+#[derive(Debug, Default)]
+pub(crate) struct CallLog {
+    /// Stage decisions not committed yet, in order.
+    pub(super) events: Vec<PendingEvent>,
+    /// Set while the call is not admitted yet.
+    pub(super) late: Option<LateAdmission>,
+    /// Another process owns this id: record nothing.
+    pub(super) settled: bool,
+}
+
+/// A call found new and claimed in this process, to be admitted with its next commit.
+#[derive(Debug, Clone)]
+pub(super) struct LateAdmission {
+    digest: String,
+    size: u64,
+    at_ms: i64,
+    /// The arguments passed validation (content is stored only for those, as before).
+    content: bool,
+}
+
+impl LateAdmission {
+    pub(super) fn opening<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        events: &'a [PendingEvent],
+    ) -> Opening<'a> {
+        Opening {
+            tool: &call.name,
+            args_digest: &self.digest,
+            args_size: self.size,
+            at_ms: self.at_ms,
+            events,
+            content: self.content.then_some(&call.arguments),
+        }
+    }
+}
+
+/// What [`Runtime::admit_late`] decided.
+pub(super) enum Late {
+    /// Admitted the ordinary way, first.
+    No,
+    /// New and claimed: run the stages, admit with the next commit.
+    Claimed,
+    /// The same call is running in this process: wait for its outcome.
+    Duplicate,
+    /// The id is running in this process with other arguments.
+    Conflict,
+    /// The ledger could not be read.
+    Fault(String),
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
