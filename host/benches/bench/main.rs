@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 use toolhost::contract::{ToolCall, ToolResult};
-use toolhost::ledger::{digest_bytes, Ledger, LedgerOptions, PendingEvent};
+use toolhost::ledger::{digest_bytes, Ledger, LedgerOptions, Opening, PendingEvent};
 use toolhost::{EpochMode, Runtime, Status};
 
 use stats::{micros, Figure};
@@ -145,13 +145,24 @@ async fn floor_samples(rt: &Runtime, name: &str, args: &Value, n: usize) -> Vec<
     v
 }
 
-/// The ledger's work for one completed call, alone. `grouped`: as the pipeline does it —
-/// admit, start with the decisions so far, finish with the rest (3 commits). Otherwise one
-/// commit per decision as well (7 commits), the path before grouping.
+/// How the ledger's work for one call is committed (see [`ledger_samples`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Commits {
+    /// As the pipeline does it for a call without approval: a read, then the admission with
+    /// the decisions so far and the start mark, then the outcome with the rest (2 commits).
+    Late,
+    /// Admission first (calls that may need approval): admit, start with the decisions so
+    /// far, finish with the rest (3 commits).
+    Early,
+    /// One commit per decision as well (7 commits): the path before grouping.
+    PerEvent,
+}
+
+/// The ledger's work for one completed call, alone.
 fn ledger_samples(
     path: &std::path::Path,
     full: bool,
-    grouped: bool,
+    commits: Commits,
     n: usize,
     result: &ToolResult,
 ) -> Vec<f64> {
@@ -171,22 +182,39 @@ fn ledger_samples(
         let mut r = result.clone();
         r.call_id = id.clone();
         let t = Instant::now();
-        ledger.admit("R", &id, "add", &digest, 13).unwrap();
-        if grouped {
-            let events: Vec<PendingEvent> = before
-                .iter()
-                .map(|s| PendingEvent::now(s, "ok", ""))
-                .collect();
-            ledger.mark_started_with("R", &id, &events).unwrap();
-            let after = [PendingEvent::now("execute", "completed", "")];
-            ledger.finish_with("R", &id, &r, &after).unwrap();
-        } else {
-            for stage in before {
-                ledger.event("R", &id, stage, "ok", "").unwrap();
+        let events: Vec<PendingEvent> = before
+            .iter()
+            .map(|s| PendingEvent::now(s, "ok", ""))
+            .collect();
+        let after = [PendingEvent::now("execute", "completed", "")];
+        match commits {
+            Commits::Late => {
+                assert!(!ledger.is_admitted("R", &id).unwrap());
+                let opening = Opening {
+                    tool: "add",
+                    args_digest: &digest,
+                    args_size: 13,
+                    at_ms: 0,
+                    events: &events,
+                    content: None,
+                };
+                ledger.admit_started("R", &id, &opening).unwrap();
+                ledger.finish_with("R", &id, &r, &after).unwrap();
             }
-            ledger.mark_started("R", &id).unwrap();
-            ledger.event("R", &id, "execute", "completed", "").unwrap();
-            ledger.finish("R", &id, &r).unwrap();
+            Commits::Early => {
+                ledger.admit("R", &id, "add", &digest, 13).unwrap();
+                ledger.mark_started_with("R", &id, &events).unwrap();
+                ledger.finish_with("R", &id, &r, &after).unwrap();
+            }
+            Commits::PerEvent => {
+                ledger.admit("R", &id, "add", &digest, 13).unwrap();
+                for stage in before {
+                    ledger.event("R", &id, stage, "ok", "").unwrap();
+                }
+                ledger.mark_started("R", &id).unwrap();
+                ledger.event("R", &id, "execute", "completed", "").unwrap();
+                ledger.finish("R", &id, &r).unwrap();
+            }
         }
         v.push(micros(t.elapsed()));
     }
@@ -307,20 +335,39 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     let ledger_normal = Figure::of(
         "ledger_commit",
         "µs",
-        &ledger_samples(&dir.join("ledger-normal.sqlite"), false, true, plan.calls, &sample),
-        "one call's ledger work as shipped: admit, start + 3 decisions, finish + 1 (3 commits), synchronous=NORMAL",
+        &ledger_samples(
+            &dir.join("ledger-normal.sqlite"),
+            false,
+            Commits::Late,
+            plan.calls,
+            &sample,
+        ),
+        "one call's ledger work as shipped: a read, admission + start + 3 decisions, outcome + 1 (2 commits), synchronous=NORMAL",
     );
+    let ledger_early = Figure::of(
+        "ledger_commit_early_admission",
+        "µs",
+        &ledger_samples(
+            &dir.join("ledger-early.sqlite"),
+            false,
+            Commits::Early,
+            plan.calls,
+            &sample,
+        ),
+        "admission first (calls that may need approval): 3 commits",
+    )
+    .against(&ledger_normal);
     let ledger_per_event = Figure::of(
         "ledger_commit_per_event",
         "µs",
         &ledger_samples(
             &dir.join("ledger-each.sqlite"),
             false,
-            false,
+            Commits::PerEvent,
             plan.calls,
             &sample,
         ),
-        "the same with one commit per decision (7 commits): the path before grouping",
+        "one commit per decision as well (7 commits): the path before grouping",
     )
     .against(&ledger_normal);
     let ledger_full = Figure::of(
@@ -329,11 +376,11 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         &ledger_samples(
             &dir.join("ledger-full.sqlite"),
             true,
-            true,
+            Commits::Late,
             plan.ledger_full_calls,
             &sample,
         ),
-        "3 commits with synchronous=FULL (fsync per commit)",
+        "2 commits with synchronous=FULL (fsync per commit)",
     );
     let rt_full = runtime(&full_sync);
     let pipeline_full = Figure::of(
@@ -535,6 +582,7 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         pipeline,
         no_ledger,
         ledger_normal,
+        ledger_early,
         ledger_per_event,
         ledger_full,
         pipeline_full,

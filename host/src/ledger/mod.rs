@@ -10,7 +10,14 @@
 //! 3. **record** — [`Ledger::finish`] writes the one terminal outcome and commits before it
 //!    returns, so a result is never shown to a model before it is durable.
 //!
-//! Every stage in between appends its decision with [`Ledger::event`]. At startup,
+//! The runtime admits most calls *late*: when [`Ledger::is_admitted`] says an id is new, the
+//! first stages run, and [`Ledger::admit_started`] (or [`Ledger::admit_finished`], for a call
+//! that ended before it started) commits the admission, the decisions and the start mark (or
+//! the outcome) at once. If another process admitted the id meanwhile, these return that
+//! admission's decision and write nothing of the call's own.
+//!
+//! Every stage in between appends its decision with [`Ledger::event`], or hands its decisions
+//! to the next state change (`*_with`, [`PendingEvent`]). At startup,
 //! [`Ledger::recover`] closes the calls a previous process left running as `outcome_unknown`:
 //! they are never run again, and a retry replays that outcome.
 //!
