@@ -7,6 +7,10 @@
 //! process (it waits for the original's outcome, or is a conflict), and the admission itself,
 //! in one `BEGIN IMMEDIATE` transaction, finds an id another process admitted meanwhile — then
 //! this call does not run and records nothing of its own.
+//!
+//! A claim cannot be left behind by a dropped `run_call` future: for a call without approval,
+//! nothing between the claim and the commit that ends it awaits (the first await is the
+//! sandbox, after the start is committed). Keep it that way, or release claims on drop.
 
 use crate::contract::{Code, RunContext, ToolCall, ToolResult, Usage};
 use crate::ledger::{Admission, Opening, PendingEvent};
