@@ -147,19 +147,47 @@ pub(crate) fn parse_events(lines: &str) -> Result<Vec<EventRecord>, LedgerError>
         .collect()
 }
 
-/// Append event lines to an admitted call inside the caller's transaction (or on its own);
-/// `UnknownCall` if it was never admitted.
+/// Characters of events a call's row keeps from appends outside its own state changes
+/// (repeated admissions — replays, conflicts — and [`Ledger::event`]). A model can send the
+/// same call id without end, and each append rewrites the row, so without a cap the ledger's
+/// work would grow with the square of the repeats. The call's own decisions, start and
+/// outcome are always recorded; past the cap one `not_recorded` event says that later
+/// repeats were left out.
+pub const MAX_APPENDED_EVENTS_CHARS: i64 = 64 * 1024;
+
+/// The decision of the event that marks a call's events as capped.
+const CAPPED: &str = "not_recorded";
+
+/// Append event lines to an admitted call inside the caller's transaction (or on its own),
+/// up to [`MAX_APPENDED_EVENTS_CHARS`]; `UnknownCall` if it was never admitted.
 pub(crate) fn append_lines(
     conn: &Connection,
     run_id: &str,
     call_id: &str,
     lines: &str,
 ) -> Result<(), LedgerError> {
+    let marker = event_lines([(
+        now_ms(),
+        "admit",
+        CAPPED,
+        "this call's audit trail is full; later repeats of it are not recorded",
+    )])?;
     let changed = conn
         .prepare_cached(
-            "UPDATE calls SET events = events || ?3 WHERE run_id = ?1 AND call_id = ?2",
+            "UPDATE calls SET events = events || CASE
+                 WHEN length(events) + length(?3) <= ?4 THEN ?3
+                 WHEN instr(events, ?5) > 0 THEN ''
+                 ELSE ?6 END
+             WHERE run_id = ?1 AND call_id = ?2",
         )?
-        .execute(params![run_id, call_id, lines])?;
+        .execute(params![
+            run_id,
+            call_id,
+            lines,
+            MAX_APPENDED_EVENTS_CHARS,
+            format!("\"decision\":\"{CAPPED}\""),
+            marker
+        ])?;
     if changed == 0 {
         return Err(LedgerError::unknown(run_id, call_id));
     }

@@ -68,7 +68,9 @@ use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 
 pub use admission::{Admission, Opening, OUTCOME_UNKNOWN_MESSAGE};
-pub use audit::{CallRecord, CallState, EventRecord, PendingEvent, TranscriptEntry};
+pub use audit::{
+    CallRecord, CallState, EventRecord, PendingEvent, TranscriptEntry, MAX_APPENDED_EVENTS_CHARS,
+};
 pub use error::LedgerError;
 
 /// How long a statement waits for another connection's write lock before failing.

@@ -772,3 +772,52 @@ fn late_admission_commits_admission_decisions_and_state() {
         Err(LedgerError::AlreadyFinished { .. })
     ));
 }
+
+/// A call id repeated without end costs bounded ledger space: past the cap one `not_recorded`
+/// event ends the repeats, the call still replays, and a running call still records its
+/// outcome after the cap.
+#[test]
+fn repeated_admissions_are_capped() {
+    let (_d, _p, l) = ledger(LedgerOptions::default());
+    let done = call("done", json!(1));
+    admit(&l, "r", &done);
+    let result = ToolResult::completed(&done, json!("ok"), usage());
+    l.finish("r", "done", &result).unwrap();
+    let running = call("running", json!(2));
+    admit(&l, "r", &running);
+    for i in 0..1500 {
+        assert_eq!(admit(&l, "r", &done), Admission::Replay(result.clone()));
+        // Conflicts land on the running call's record.
+        let other = call("running", json!(1000 + i));
+        assert_eq!(admit(&l, "r", &other), Admission::Conflict);
+    }
+    l.finish(
+        "r",
+        "running",
+        &ToolResult::completed(&running, json!("late"), usage()),
+    )
+    .unwrap();
+    for c in l.calls(Some("r")).unwrap() {
+        let chars: usize = c
+            .events
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap().len() + 1)
+            .sum();
+        assert!(
+            chars as i64 <= MAX_APPENDED_EVENTS_CHARS + 1024,
+            "{}: {chars}",
+            c.call_id
+        );
+        let capped = c
+            .events
+            .iter()
+            .filter(|e| e.decision == "not_recorded")
+            .count();
+        assert_eq!(capped, 1, "{}", c.call_id);
+        assert_eq!(c.status, Some(Status::Completed));
+    }
+    assert_eq!(
+        stages(&l, "r", "running").last().unwrap(),
+        &("record".to_string(), "completed".to_string())
+    );
+}
