@@ -108,16 +108,24 @@ const APPROVAL_REQUIRED: (&str, &str) = ("approve", "approval_required");
 pub(crate) fn event_lines<'a>(
     events: impl IntoIterator<Item = (i64, &'a str, &'a str, &'a str)>,
 ) -> Result<String, LedgerError> {
+    /// An [`EventRecord`] by reference: the same fields, in the same order.
+    #[derive(Serialize)]
+    struct Line<'a> {
+        at_ms: i64,
+        stage: &'a str,
+        decision: &'a str,
+        detail: &'a str,
+    }
     let mut lines = String::new();
     for (at_ms, stage, decision, detail) in events {
-        let event = EventRecord {
+        let line = Line {
             at_ms,
-            stage: stage.to_owned(),
-            decision: decision.to_owned(),
-            detail: detail.to_owned(),
+            stage,
+            decision,
+            detail,
         };
         // Compact JSON escapes every newline inside strings: one event, one line.
-        lines.push_str(&serde_json::to_string(&event)?);
+        lines.push_str(&serde_json::to_string(&line)?);
         lines.push('\n');
     }
     Ok(lines)

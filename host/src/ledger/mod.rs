@@ -153,7 +153,7 @@ pub fn digest_bytes(bytes: &[u8]) -> String {
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

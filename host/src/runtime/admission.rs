@@ -13,7 +13,7 @@
 //! sandbox, after the start is committed). Keep it that way, or release claims on drop.
 
 use crate::contract::{Code, RunContext, ToolCall, ToolResult, Usage};
-use crate::ledger::{Admission, Opening, PendingEvent};
+use crate::ledger::{now_ms, Admission, Opening, PendingEvent};
 
 use super::pipeline::duplicate_call_id;
 use super::{clip, Runtime};
@@ -235,11 +235,4 @@ pub(super) enum Late {
     Conflict,
     /// The ledger could not be read.
     Fault(String),
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }

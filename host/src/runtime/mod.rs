@@ -47,7 +47,7 @@ pub struct Runtime {
     unrecorded: bool,
     /// What running calls have not committed yet: their stage decisions (committed with each
     /// call's next state change instead of one commit each), and for a call not admitted yet,
-    /// what its admission will record (see `pipeline.rs`).
+    /// what its admission will record (see `admission.rs`).
     pending: std::sync::Mutex<std::collections::HashMap<(String, String), admission::CallLog>>,
 }
 

@@ -585,7 +585,7 @@ impl Runtime {
                     &late.opening(call, &events),
                     &result,
                 );
-                self.admitted(ctx, call);
+                // The claim ends here; a decision a duplicate added meanwhile is recorded after.
                 let leftover = self.take_pending(ctx, call);
                 for e in &leftover.events {
                     let _ = self.ledger.event(
