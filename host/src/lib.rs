@@ -16,8 +16,10 @@
 //! - [`runtime`]: the pipeline over the registry and the sandbox.
 //! - [`serve`]: MCP over stdio and Streamable HTTP.
 //! - [`agent`]: the bounded agent loop against an OpenAI-compatible endpoint.
+//! - [`cli`]: the `toolhost` command line (`main.rs` only parses and calls it).
 
 pub mod agent;
+pub mod cli;
 pub mod contract;
 pub mod ledger;
 pub mod policy;

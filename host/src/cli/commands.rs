@@ -1,0 +1,226 @@
+//! One arm per command, and the helpers the commands share.
+
+use std::process::ExitCode;
+
+use super::frontends::{agent_run, serve};
+use super::{Command, Identity, EXIT_NOT_COMPLETED, EXIT_USAGE};
+use crate::runtime::batch::Proposal;
+use crate::{Code, EpochMode, Registry, Runtime, Sandbox, Status, ToolCall, ToolResult, Usage};
+
+pub(super) async fn run(command: Command) -> ExitCode {
+    match command {
+        Command::Tools { config } => match Runtime::from_config(&config, EpochMode::Ticker) {
+            Ok(rt) => {
+                warn(&rt.registry);
+                print_definitions(&rt.registry)
+            }
+            Err(e) => usage_error(&e),
+        },
+        Command::Check { component } => {
+            let sandbox = match Sandbox::new(
+                crate::sandbox::EngineSettings {
+                    max_memory_bytes: crate::sandbox::DEFAULT_MEMORY_BYTES,
+                    max_table_elements: crate::sandbox::DEFAULT_TABLE_ELEMENTS,
+                },
+                EpochMode::Manual,
+            ) {
+                Ok(s) => s,
+                Err(e) => return usage_error(&e),
+            };
+            match Registry::check(&component, &sandbox) {
+                Ok(reg) => {
+                    warn(&reg);
+                    print_definitions(&reg)
+                }
+                Err(e) => usage_error(&e),
+            }
+        }
+        Command::Call {
+            config,
+            identity,
+            call_id,
+            approval_token,
+            tool,
+            arguments,
+        } => {
+            let rt = match load(&config) {
+                Ok(rt) => rt,
+                Err(code) => return code,
+            };
+            let ctx = context(&rt, &identity);
+            let call_id = call_id.unwrap_or_else(fresh_call_id);
+            let arguments = match parse_arguments(&arguments) {
+                Ok(args) => args,
+                Err(message) => {
+                    let call = ToolCall {
+                        call_id,
+                        name: tool,
+                        arguments: serde_json::Value::Null,
+                    };
+                    let r = ToolResult::failed(
+                        &call,
+                        Code::InvalidArguments,
+                        message,
+                        Usage::default(),
+                    );
+                    return print_result(&r);
+                }
+            };
+            let call = ToolCall {
+                call_id,
+                name: tool,
+                arguments,
+            };
+            let result = rt.run_call(&ctx, &call, approval_token.as_deref()).await;
+            print_result(&result)
+        }
+        Command::Approve { config, handle } => {
+            let rt = match load(&config) {
+                Ok(rt) => rt,
+                Err(code) => return code,
+            };
+            match rt.mint_approval(&handle) {
+                Ok((token, record)) => {
+                    eprintln!(
+                        "approving tool `{}` in run `{}` (call `{}`, arguments sha256 {})",
+                        record.tool, record.run_id, record.call_id, record.args_digest
+                    );
+                    for e in record.events.iter().filter(|e| e.stage == "authorize") {
+                        eprintln!("  {}", e.detail);
+                    }
+                    println!("{token}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage_error(&e),
+            }
+        }
+        Command::Ledger { config, run } => {
+            let rt = match load(&config) {
+                Ok(rt) => rt,
+                Err(code) => return code,
+            };
+            let calls = match rt.ledger.calls(run.as_deref()) {
+                Ok(calls) => calls,
+                Err(e) => return usage_error(&e),
+            };
+            let out = match &run {
+                None => serde_json::to_value(&calls),
+                Some(r) => match rt.ledger.transcript_entries(r) {
+                    Ok(t) => Ok(serde_json::json!({"run_id": r, "transcript": t, "calls": calls})),
+                    Err(e) => return usage_error(&e),
+                },
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&out.expect("records serialize"))
+                    .expect("records serialize")
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Serve {
+            config,
+            http,
+            principal,
+            tenant,
+        } => serve(&config, http, principal, tenant).await,
+        Command::Agent {
+            config,
+            identity,
+            agent,
+        } => agent_run(&config, &identity, agent).await,
+        Command::Batch {
+            config,
+            identity,
+            file,
+        } => {
+            let rt = match load(&config) {
+                Ok(rt) => rt,
+                Err(code) => return code,
+            };
+            let proposals: Vec<Proposal> = match std::fs::read_to_string(&file)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("toolhost: {}: {e}", file.display());
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            let ctx = context(&rt, &identity);
+            let results = rt.run_batch(&ctx, &proposals).await;
+            println!(
+                "{}",
+                serde_json::to_string(&results).expect("results serialize")
+            );
+            if results.iter().all(|r| r.status == Status::Completed) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_NOT_COMPLETED)
+            }
+        }
+    }
+}
+
+/// Load the runtime for a config, or the exit status of a bad config.
+fn load(config: &std::path::Path) -> Result<Runtime, ExitCode> {
+    Runtime::from_config(config, EpochMode::Ticker).map_err(|e| usage_error(&e))
+}
+
+pub(super) fn context(rt: &Runtime, id: &Identity) -> crate::RunContext {
+    let ctx = rt.context(&id.principal, &id.tenant);
+    match &id.run_id {
+        Some(r) => ctx.with_run_id(r),
+        None => ctx,
+    }
+}
+
+fn print_result(result: &ToolResult) -> ExitCode {
+    println!(
+        "{}",
+        serde_json::to_string(result).expect("a ToolResult serializes")
+    );
+    if result.status == Status::Completed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NOT_COMPLETED)
+    }
+}
+
+fn parse_arguments(text: &str) -> Result<serde_json::Value, String> {
+    if text.len() > crate::runtime::MAX_INPUT_BYTES {
+        return Err(format!(
+            "the arguments are larger than {} bytes",
+            crate::runtime::MAX_INPUT_BYTES
+        ));
+    }
+    serde_json::from_str(text).map_err(|e| format!("the arguments are not valid JSON: {e}"))
+}
+
+fn fresh_call_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("call-{:x}-{:x}", nanos, std::process::id())
+}
+
+fn print_definitions(reg: &Registry) -> ExitCode {
+    let defs: Vec<_> = reg.tools().map(|t| t.definition()).collect();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&defs).expect("definitions serialize")
+    );
+    ExitCode::SUCCESS
+}
+
+pub(super) fn warn(reg: &Registry) {
+    for w in &reg.warnings {
+        eprintln!("toolhost: warning: {w}");
+    }
+}
+
+pub(super) fn usage_error(e: &dyn std::error::Error) -> ExitCode {
+    eprintln!("toolhost: {e}");
+    ExitCode::from(EXIT_USAGE)
+}

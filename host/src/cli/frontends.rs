@@ -1,0 +1,167 @@
+//! The long-running commands: `serve` (MCP over stdio or HTTP) and `agent` (the model loop).
+
+use std::process::ExitCode;
+
+use super::commands::{context, usage_error, warn};
+use super::{AgentArgs, Identity, EXIT_NOT_COMPLETED, EXIT_USAGE};
+use crate::{EpochMode, Runtime};
+
+/// `toolhost serve`: MCP over stdio or HTTP until stdin closes or Ctrl-C.
+pub(super) async fn serve(
+    path: &std::path::Path,
+    http: Option<std::net::SocketAddr>,
+    principal: Option<String>,
+    tenant: Option<String>,
+) -> ExitCode {
+    let mut config = match crate::Config::load(path) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    if let Some(p) = principal {
+        config.serve.principal = p;
+    }
+    if let Some(t) = tenant {
+        config.serve.tenant = t;
+    }
+    let rt = match Runtime::from_loaded(&config, EpochMode::Ticker) {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(&e),
+    };
+    warn(&rt.registry);
+    let shared = crate::serve::Shared::new(std::sync::Arc::new(rt));
+    let result = match http {
+        None => crate::serve::serve_stdio(shared, &config.serve).await,
+        Some(addr) => {
+            let stop = tokio_util::sync::CancellationToken::new();
+            let on_signal = stop.clone();
+            tokio::spawn(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                on_signal.cancel();
+            });
+            let r = crate::serve::serve_http(shared.clone(), &config.serve, addr, stop, |a| {
+                eprintln!("toolhost: serving MCP on http://{a}/mcp");
+            })
+            .await;
+            shared.drain().await;
+            r
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => usage_error(&e),
+    }
+}
+
+/// Largest `--messages` file read.
+const MAX_MESSAGES_FILE_BYTES: u64 = 4 << 20;
+
+/// `toolhost agent`: one bounded run; Ctrl-C cancels it (and its running calls).
+pub(super) async fn agent_run(
+    path: &std::path::Path,
+    identity: &Identity,
+    args: AgentArgs,
+) -> ExitCode {
+    use crate::agent::{self, StopReason};
+    let config = match crate::Config::load(path) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    let mut guards = config.agent.clone();
+    let set = |slot: &mut Option<u64>, v: Option<u64>| {
+        if v.is_some() {
+            *slot = v;
+        }
+    };
+    set(&mut guards.max_calls_per_tool, args.max_calls_per_tool);
+    set(&mut guards.max_tokens, args.max_tokens);
+    guards.max_steps = args.max_steps.unwrap_or(guards.max_steps);
+    guards.max_tool_calls = args.max_tool_calls.unwrap_or(guards.max_tool_calls);
+    guards.deadline_secs = args.deadline_secs.unwrap_or(guards.deadline_secs);
+    guards.repeat_limit = args.repeat_limit.unwrap_or(guards.repeat_limit);
+    if args.terminal_tool.is_some() {
+        guards.terminal_tool = args.terminal_tool.clone();
+    }
+    if args.no_stream {
+        guards.stream = false;
+    }
+    let api_key = match &args.api_key_env {
+        None => None,
+        Some(var) => match std::env::var(var) {
+            Ok(k) if !k.is_empty() => Some(k),
+            _ => {
+                eprintln!("toolhost: the environment variable {var} (--api-key-env) is not set");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+    };
+    let endpoint = match agent::Endpoint::parse(&args.base_url) {
+        Ok(e) => e,
+        Err(e) => return usage_error(&e),
+    };
+    let messages = match (&args.prompt, &args.messages) {
+        (Some(p), _) => agent::prompt_messages(p, &guards),
+        (None, Some(file)) => match read_messages(file) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("toolhost: {}: {e}", file.display());
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        (None, None) => unreachable!("clap requires --prompt or --messages"),
+    };
+    let rt = match Runtime::from_loaded(&config, EpochMode::Ticker) {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(&e),
+    };
+    warn(&rt.registry);
+    let options = agent::ProviderOptions {
+        stream: guards.stream,
+        max_retries: guards.max_retries,
+        ..agent::ProviderOptions::default()
+    };
+    let provider = agent::Provider::new(endpoint, api_key, options);
+    let ctx = context(&rt, identity);
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    let summary = agent::run_agent(&rt, &provider, &args.model, messages, &guards, ctx).await;
+    eprintln!(
+        "toolhost: run {} stopped by {} after {} step(s), {} model request(s), tool calls {:?}, tokens {}",
+        summary.run_id,
+        summary.stopped_by,
+        summary.steps,
+        summary.model_requests,
+        summary.tool_calls,
+        summary.tokens.total
+    );
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).expect("a summary serializes")
+    );
+    match summary.stopped_by {
+        StopReason::Finished | StopReason::TerminalTool => ExitCode::SUCCESS,
+        _ => ExitCode::from(EXIT_NOT_COMPLETED),
+    }
+}
+
+fn read_messages(file: &std::path::Path) -> Result<Vec<serde_json::Value>, String> {
+    let meta = std::fs::metadata(file).map_err(|e| e.to_string())?;
+    if meta.len() > MAX_MESSAGES_FILE_BYTES {
+        return Err(format!("larger than {MAX_MESSAGES_FILE_BYTES} bytes"));
+    }
+    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+    let v: Vec<serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| format!("not a JSON array of messages: {e}"))?;
+    if v.is_empty() {
+        return Err("no messages".into());
+    }
+    for (i, m) in v.iter().enumerate() {
+        if !m.get("role").is_some_and(|r| r.is_string()) {
+            return Err(format!("message {i} has no role"));
+        }
+    }
+    Ok(v)
+}
