@@ -1,8 +1,7 @@
 //! The one wasmtime [`Engine`] of a host: fuel, epoch interruption, the pooling allocator, and
 //! the ticker thread that advances epochs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -68,26 +67,27 @@ pub fn build_engine(settings: EngineSettings) -> Result<Engine, SandboxError> {
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
 pub struct EpochTicker {
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the thread: its `recv_timeout` returns at once instead of after the tick
+    /// it is sleeping through, so a host (and a one-shot `toolhost call`) stops without waiting
+    /// up to [`EPOCH_TICK`].
+    stop: Option<mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl EpochTicker {
     pub fn start(engine: &Engine) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let (stop, stopped) = mpsc::channel::<()>();
         let engine = engine.clone();
         let thread = std::thread::Builder::new()
             .name("toolhost-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EPOCH_TICK) {
                     engine.increment_epoch();
                 }
             })
             .expect("spawning the epoch thread");
         EpochTicker {
-            stop,
+            stop: Some(stop),
             thread: Some(thread),
         }
     }
@@ -95,7 +95,7 @@ impl EpochTicker {
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
