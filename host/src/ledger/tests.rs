@@ -821,3 +821,24 @@ fn repeated_admissions_are_capped() {
         &("record".to_string(), "completed".to_string())
     );
 }
+
+/// The bundled SQLite is built without loadable extensions and without the virtual-table
+/// modules the ledger never uses (LIBSQLITE3_FLAGS in .cargo/config.toml).
+#[test]
+fn sqlite_is_built_without_extensions_or_unused_modules() {
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    let err = |sql: &str| conn.execute_batch(sql).unwrap_err().to_string();
+    assert!(
+        err("SELECT load_extension('x')").contains("no such function: load_extension"),
+        "load_extension exists"
+    );
+    for module in ["fts3", "fts4", "fts5", "rtree", "dbstat"] {
+        let e = err(&format!("CREATE VIRTUAL TABLE t USING {module}(x)"));
+        assert!(e.contains("no such module"), "{module}: {e}");
+    }
+    // What the ledger does use is there: JSON functions (the schema-1 migration).
+    let j: String = conn
+        .query_row("SELECT json_object('a', 1)", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(j, r#"{"a":1}"#);
+}
