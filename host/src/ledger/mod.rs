@@ -41,6 +41,13 @@
 //! or an OS crash may lose the last few commits. [`LedgerOptions::synchronous_full`] syncs the
 //! WAL on every commit and survives those too, at the cost measured in `bench.rs`.
 //!
+//! # The SQLite build
+//!
+//! The bundled SQLite is compiled without loadable extensions, full-text search, R-trees,
+//! dbstat, soundex and column metadata (`LIBSQLITE3_FLAGS` in the repository's
+//! `.cargo/config.toml`, which applies to builds inside this repository), and at `-O2`. A unit
+//! test fails if those flags are lost.
+//!
 //! # Concurrency
 //!
 //! [`Ledger`] is `Send + Sync`: one connection behind a mutex; every method is short and
