@@ -9,6 +9,7 @@ mod cli;
 mod config_ui;
 mod epochs;
 mod example_tools;
+mod frames;
 mod hostile;
 mod json_schema_suite;
 mod mcp;

@@ -6,6 +6,7 @@
 //! policy internals.
 
 mod context;
+pub mod frame;
 mod hooks;
 mod render;
 
