@@ -4,6 +4,7 @@
 //! `just test` does it (`just build-guests`).
 
 mod agent;
+mod approval_codes;
 mod cache;
 mod cli;
 mod config_ui;

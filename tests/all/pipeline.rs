@@ -187,7 +187,7 @@ async fn nothing_runs_when_an_earlier_stage_stops() {
             Some("123.abc"),
         )
         .await;
-    assert_eq!(r.code, Some(Code::ApprovalDenied), "{r:?}");
+    assert_eq!(r.code, Some(Code::ApprovalInvalid), "{r:?}");
     assert_eq!(rt.executions(), 0);
     // The ledger recorded each decision, with one terminal outcome per call.
     let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
@@ -219,7 +219,7 @@ async fn approval_binds_to_the_exact_call_and_is_single_use() {
     let r = rt
         .run_call(&alice, &call("w2", "write_text", other), Some(&token))
         .await;
-    assert_eq!(r.code, Some(Code::ApprovalDenied), "{r:?}");
+    assert_eq!(r.code, Some(Code::ApprovalMismatch), "{r:?}");
     let mut bob_ctx = rt.context("alice", "other-tenant");
     bob_ctx.run_id = alice.run_id.clone();
     let r = rt
@@ -229,7 +229,7 @@ async fn approval_binds_to_the_exact_call_and_is_single_use() {
             Some(&token),
         )
         .await;
-    assert_eq!(r.code, Some(Code::ApprovalDenied), "{r:?}");
+    assert_eq!(r.code, Some(Code::ApprovalWrongPrincipal), "{r:?}");
     assert_eq!(rt.executions(), 0);
 
     let r = rt
@@ -250,7 +250,7 @@ async fn approval_binds_to_the_exact_call_and_is_single_use() {
         .await;
     assert_eq!(
         r.code,
-        Some(Code::ApprovalDenied),
+        Some(Code::ApprovalReused),
         "a token was used twice: {r:?}"
     );
     assert_eq!(rt.executions(), 1);

@@ -257,7 +257,7 @@ async def scenario_approve(args: argparse.Namespace) -> dict:
                                           meta=meta), "approved resubmission")
         check(got == {"created": True, "bytes-written": 1}, f"approved resubmission: {got}")
         again = await s.call_tool("write_text", {"path": "later.txt", "content": "?"}, meta=meta)
-        expect_error(again, "approval_denied", "reused token")
+        expect_error(again, "approval_reused", "reused token")
     return {"handle": sc["approval"]["handle"]}
 
 

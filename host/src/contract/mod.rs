@@ -52,8 +52,18 @@ pub enum Code {
     InvalidArguments,
     Unauthorized,
     ApprovalRequired,
+    /// A human declined the call.
     ApprovalDenied,
+    /// A genuine approval token for this call, past its expiry.
     ApprovalExpired,
+    /// The approval token is malformed, forged or altered (not minted with this host's key).
+    ApprovalInvalid,
+    /// A genuine approval token, minted for another call (tool, arguments or run).
+    ApprovalMismatch,
+    /// A genuine approval token, already used once.
+    ApprovalReused,
+    /// A genuine approval token, minted for another principal or tenant.
+    ApprovalWrongPrincipal,
     BudgetExhausted,
     RateLimited,
     DuplicateCallId,
@@ -80,6 +90,10 @@ impl Code {
             Code::ApprovalRequired => "approval_required",
             Code::ApprovalDenied => "approval_denied",
             Code::ApprovalExpired => "approval_expired",
+            Code::ApprovalInvalid => "approval_invalid",
+            Code::ApprovalMismatch => "approval_mismatch",
+            Code::ApprovalReused => "approval_reused",
+            Code::ApprovalWrongPrincipal => "approval_wrong_principal",
             Code::BudgetExhausted => "budget_exhausted",
             Code::RateLimited => "rate_limited",
             Code::DuplicateCallId => "duplicate_call_id",

@@ -1,34 +1,47 @@
-//! Human approval of high-impact calls: digests, handles, tokens.
+//! Human approval of high-impact calls: bindings, handles, tokens, and why a token fails.
 //!
 //! # Flow
 //!
 //! 1. A call needs approval ([`needs_approval`]) and carries no token. The host answers
 //!    `approval_required` with an [`ApprovalRequest`]; its *handle* goes to the human.
 //! 2. The human runs `toolhost approve HANDLE`; [`ApprovalKey::mint`] returns a *token*. Only the
-//!    host key is needed — no pending-request store.
-//! 3. The call is resubmitted with the token. [`ApprovalKey::verify`] recomputes the digest from
-//!    the *current* call and the expiry inside the token, checks the MAC in constant time, then
-//!    the expiry, then single use through the ledger's `consume` callback.
+//!    host key is needed to mint (the CLI also checks that some call asked for the handle).
+//! 3. The call is resubmitted with the token. [`ApprovalKey::verify`] checks the token's MAC
+//!    (constant time) over the bindings the token carries, then compares them with the
+//!    *current* call, then the expiry, then single use through the ledger's `consume` callback.
 //!
-//! # Formats
+//! # Formats (`toolhost.approval.v2`)
 //!
-//! - **digest**: lower-case hex SHA-256 of [`canonical_json`] of the object
-//!   `{"domain": "toolhost.approval.v1", "tool", "arguments", "principal", "tenant", "run_id",
-//!   "expires_at"}` — `arguments` is the validated input as a JSON value (canonicalized with
-//!   everything else), `expires_at` is unix seconds.
-//! - **handle** (what the human approves, not secret): `"{digest}.{expires_at}"`, e.g.
-//!   `9f2c…64 hex….1767225600`.
-//! - **token** (what the call carries): `"{expires_at}.{mac}"`, where `mac` is lower-case hex
-//!   HMAC-SHA256 under the host key of `"toolhost.approval.v1:" + handle`. Without the key a token
-//!   cannot be derived from a handle, and a token names no call: it verifies only against the
-//!   call whose digest it was minted for.
+//! - **call binding**: lower-case hex SHA-256 of [`canonical_json`] of
+//!   `{"domain": "toolhost.approval.v2", "part": "call", "tool", "arguments", "run_id"}` —
+//!   `arguments` is the validated input as a JSON value, canonicalized with everything else.
+//! - **principal binding**: the same over
+//!   `{"domain": "toolhost.approval.v2", "part": "principal", "principal", "tenant"}`.
+//! - **handle** (what the human approves, not secret): `"{call}.{principal}.{expires_at}"`,
+//!   `expires_at` in unix seconds.
+//! - **token** (what the call carries): `"{handle}.{mac}"`, where `mac` is lower-case hex
+//!   HMAC-SHA256 under the host key of `"toolhost.approval.v2:" + handle`. Without the key a
+//!   token cannot be derived from a handle; the bindings it names are the ones the MAC covers.
+//! - **approval id** ([`digest`]; the ledger's `approval_requests` key and single-use id):
+//!   lower-case hex SHA-256 of `"toolhost.approval.v2:" + handle`.
 //!
-//! `expires_at` is canonical decimal (no sign, no leading zeros) and at most `i64::MAX`. The token
-//! id passed to `consume` is the digest, which is unique per approved call and expiry.
+//! `expires_at` is canonical decimal (no sign, no leading zeros) and at most `i64::MAX`.
 //!
-//! Whatever changes — a tool, an argument, the principal, the tenant, the run, or the expiry
-//! written in the token — changes the digest, so the MAC no longer verifies: `approval_denied`.
-//! A genuine token past its expiry is `approval_expired`; a second use is `approval_denied`.
+//! # Failures, in the order they are checked
+//!
+//! | the token | code |
+//! |---|---|
+//! | is malformed, forged or altered (the MAC does not verify: another key, an edited binding or expiry), or expires beyond the TTL | `approval_invalid` |
+//! | is genuine, for another principal or tenant | `approval_wrong_principal` |
+//! | is genuine, for another call (tool, arguments or run) | `approval_mismatch` |
+//! | is genuine and for this call, past its expiry | `approval_expired` |
+//! | is genuine and for this call, already used | `approval_reused` |
+//!
+//! A human's "no" (an approver that declines) is `approval_denied`. Because the MAC is checked
+//! first and over the token's own bindings, only a token this host minted can be told apart
+//! as mismatched, wrong-principal, expired or reused: a forgery is always `approval_invalid`.
+//! The model sees the code and a fixed message per code ([`ApprovalFailure::message`]); the
+//! reason for the operator goes to the ledger.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -46,7 +59,7 @@ use crate::contract::Code;
 use crate::registry::config::Risk;
 
 /// Domain separation for approval digests and MACs.
-pub const APPROVAL_DOMAIN: &str = "toolhost.approval.v1";
+pub const APPROVAL_DOMAIN: &str = "toolhost.approval.v2";
 
 /// Clock difference tolerated between the host that asked and the one that mints or verifies,
 /// when refusing expiries further out than the TTL. Expiry itself is never stretched.
@@ -99,25 +112,56 @@ impl ApprovalSubject {
     }
 }
 
-/// The approval digest of a call with this expiry (see the module doc for the exact input).
-pub fn digest(call: &ApprovalSubject, expires_at: u64) -> String {
-    let doc = json!({
-        "domain": APPROVAL_DOMAIN,
-        "tool": call.tool,
-        "arguments": call.arguments,
-        "principal": call.principal,
-        "tenant": call.tenant,
-        "run_id": call.run_id,
-        "expires_at": expires_at,
-    });
+/// Domain-separated SHA-256 of one binding's canonical JSON.
+fn binding(part: &str, fields: Value) -> String {
+    let mut doc = fields;
+    doc["domain"] = json!(APPROVAL_DOMAIN);
+    doc["part"] = json!(part);
     hex::encode(Sha256::digest(canonical_json(&doc)))
+}
+
+/// What a token binds of the call itself: tool, arguments and run.
+fn call_binding(call: &ApprovalSubject) -> String {
+    binding(
+        "call",
+        json!({"tool": call.tool, "arguments": call.arguments, "run_id": call.run_id}),
+    )
+}
+
+/// What a token binds of the caller: principal and tenant.
+fn principal_binding(call: &ApprovalSubject) -> String {
+    binding(
+        "principal",
+        json!({"principal": call.principal, "tenant": call.tenant}),
+    )
+}
+
+/// The approval id of a handle (see the module doc).
+fn approval_id(handle: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(APPROVAL_DOMAIN.as_bytes());
+    h.update(b":");
+    h.update(handle.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The handle of a call with this expiry.
+fn handle_of(call: &ApprovalSubject, expires_at: u64) -> String {
+    format_handle(&call_binding(call), &principal_binding(call), expires_at)
+}
+
+/// The approval id of a call with this expiry (see the module doc for the exact input).
+pub fn digest(call: &ApprovalSubject, expires_at: u64) -> String {
+    approval_id(&handle_of(call, expires_at))
 }
 
 /// What an `approval_required` result carries: the handle to approve and the call it describes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalRequest {
+    /// The approval id (what the ledger records the request under).
     pub digest: String,
-    /// What the human approves with `toolhost approve HANDLE`: `"{digest}.{expires_at}"`.
+    /// What the human approves with `toolhost approve HANDLE`:
+    /// `"{call}.{principal}.{expires_at}"`.
     pub handle: String,
     pub tool: String,
     pub principal: String,
@@ -149,10 +193,10 @@ pub fn request(
 ) -> ApprovalRequest {
     let expires_at = now.saturating_add(ttl_secs).min(i64::MAX as u64);
     let call = ApprovalSubject::new(tool, args, subject, run_id);
-    let digest = digest(&call, expires_at);
+    let handle = handle_of(&call, expires_at);
     ApprovalRequest {
-        handle: format_handle(&digest, expires_at),
-        digest,
+        digest: approval_id(&handle),
+        handle,
         tool: tool.to_string(),
         principal: subject.principal.clone(),
         tenant: subject.tenant.clone(),
@@ -161,8 +205,8 @@ pub fn request(
     }
 }
 
-fn format_handle(digest: &str, expires_at: u64) -> String {
-    format!("{digest}.{expires_at}")
+fn format_handle(call: &str, principal: &str, expires_at: u64) -> String {
+    format!("{call}.{principal}.{expires_at}")
 }
 
 /// Parse canonical decimal unix seconds (no sign, no leading zero, at most `i64::MAX`).
@@ -184,21 +228,39 @@ fn is_lower_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// Split a handle into digest and expiry.
+/// A handle's parts: call binding, principal binding, expiry.
+struct Handle<'a> {
+    call: &'a str,
+    principal: &'a str,
+    expires_at: u64,
+}
+
+/// Parse `"{call}.{principal}.{expires_at}"`, or say what is wrong with it.
+fn split_handle(handle: &str) -> Result<Handle<'_>, &'static str> {
+    let mut parts = handle.split('.');
+    let (Some(call), Some(principal), Some(expiry), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("expected CALL.PRINCIPAL.EXPIRES_AT, as printed with approval_required");
+    };
+    if !is_lower_hex(call, 64) || !is_lower_hex(principal, 64) {
+        return Err("each binding must be 64 lower-case hex characters");
+    }
+    Ok(Handle {
+        call,
+        principal,
+        expires_at: parse_expiry(expiry)?,
+    })
+}
+
+/// A handle's approval id and expiry.
 pub fn parse_handle(handle: &str) -> Result<(String, u64), PolicyError> {
-    let bad = |message: &str| PolicyError::Handle {
+    let handle = handle.trim();
+    let h = split_handle(handle).map_err(|message| PolicyError::Handle {
         handle: shorten(handle),
         message: message.to_string(),
-    };
-    let (digest, expiry) = handle
-        .trim()
-        .split_once('.')
-        .ok_or_else(|| bad("expected DIGEST.EXPIRES_AT, as printed with approval_required"))?;
-    if !is_lower_hex(digest, 64) {
-        return Err(bad("the digest must be 64 lower-case hex characters"));
-    }
-    let expires_at = parse_expiry(expiry).map_err(bad)?;
-    Ok((digest.to_string(), expires_at))
+    })?;
+    Ok((approval_id(handle), h.expires_at))
 }
 
 fn shorten(s: &str) -> String {
@@ -209,38 +271,64 @@ fn shorten(s: &str) -> String {
     }
 }
 
-/// Why a token did not approve a call.
+/// Why a token did not approve a call (see the module doc for the order of the checks).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApprovalFailure {
-    /// Malformed, forged, minted for another call or key, too far in the future, or reused.
-    #[error("approval denied: {reason}")]
-    Denied { reason: String },
+    /// Not a token this host minted and would accept: malformed, forged, altered, another
+    /// key, or an expiry beyond the TTL. `reason` is for the operator.
+    #[error("invalid approval token: {reason}")]
+    Invalid { reason: String },
+    /// A genuine token, minted for another principal or tenant.
+    #[error("the approval token was minted for another principal or tenant")]
+    WrongPrincipal,
+    /// A genuine token for this caller, minted for another call (tool, arguments or run).
+    #[error("the approval token was minted for another call (tool, arguments or run)")]
+    Mismatch,
     /// A genuine token for this call, past its expiry.
     #[error("approval expired")]
     Expired,
+    /// A genuine, unexpired token for this call, already used once.
+    #[error("the approval token was already used")]
+    Reused,
 }
 
 impl ApprovalFailure {
-    /// `approval_denied` or `approval_expired`.
+    /// The stable code of this failure.
     pub fn code(&self) -> Code {
         match self {
-            ApprovalFailure::Denied { .. } => Code::ApprovalDenied,
+            ApprovalFailure::Invalid { .. } => Code::ApprovalInvalid,
+            ApprovalFailure::WrongPrincipal => Code::ApprovalWrongPrincipal,
+            ApprovalFailure::Mismatch => Code::ApprovalMismatch,
             ApprovalFailure::Expired => Code::ApprovalExpired,
+            ApprovalFailure::Reused => Code::ApprovalReused,
         }
     }
 
-    /// A message safe to show the model.
+    /// A fixed message per code, safe to show the model: what to do, never which part of a
+    /// token or binding failed, nor any digest.
     pub fn message(&self) -> &'static str {
         match self {
-            ApprovalFailure::Denied { .. } => "the approval token is not valid for this call",
+            ApprovalFailure::Invalid { .. } => {
+                "the approval token is not valid; a human must approve the call again"
+            }
+            ApprovalFailure::WrongPrincipal => {
+                "the approval token was issued to another caller; it cannot approve this call"
+            }
+            ApprovalFailure::Mismatch => {
+                "the approval token was issued for a different call; resubmit the approved call \
+                 unchanged, or ask for a new approval"
+            }
             ApprovalFailure::Expired => {
                 "the approval for this call has expired; a new approval is needed"
+            }
+            ApprovalFailure::Reused => {
+                "the approval token was already used; an approval runs one call once"
             }
         }
     }
 
-    fn denied(reason: impl Into<String>) -> Self {
-        ApprovalFailure::Denied {
+    fn invalid(reason: impl Into<String>) -> Self {
+        ApprovalFailure::Invalid {
             reason: reason.into(),
         }
     }
@@ -317,11 +405,12 @@ impl ApprovalKey {
         self.mint_at(handle, unix_now())
     }
 
-    /// Mint the token `"{expires_at}.{mac}"` for a handle at `now` (unix seconds). Refuses a
+    /// Mint the token `"{handle}.{mac}"` for a handle at `now` (unix seconds). Refuses a
     /// handle already expired, or one expiring further out than this key's TTL (no call of this
     /// host asked for it).
     pub fn mint_at(&self, handle: &str, now: u64) -> Result<String, PolicyError> {
-        let (digest, expires_at) = parse_handle(handle)?;
+        let handle = handle.trim();
+        let (_, expires_at) = parse_handle(handle)?;
         let bad = |message: String| PolicyError::Handle {
             handle: shorten(handle),
             message,
@@ -339,17 +428,14 @@ impl ApprovalKey {
                 self.ttl_secs
             )));
         }
-        let mac = self
-            .mac(&format_handle(&digest, expires_at))
-            .finalize()
-            .into_bytes();
-        Ok(format!("{expires_at}.{}", hex::encode(mac)))
+        let mac = self.mac(handle).finalize().into_bytes();
+        Ok(format!("{handle}.{}", hex::encode(mac)))
     }
 
     /// Check that `token` approves exactly `current` at `now`, then consume it.
     ///
-    /// `consume(digest, expires_at)` is called only for a genuine, unexpired token, and must
-    /// return true on the first use only (the ledger records it).
+    /// `consume(id, expires_at)` is called only for a genuine, unexpired token for this call,
+    /// and must return true on the first use only (the ledger records it).
     pub fn verify(
         &self,
         token: &str,
@@ -357,48 +443,52 @@ impl ApprovalKey {
         now: u64,
         consume: impl FnOnce(&str, i64) -> bool,
     ) -> Result<(), ApprovalFailure> {
-        if parse_handle(token).is_ok() {
-            return Err(ApprovalFailure::denied(
+        let token = token.trim();
+        if split_handle(token).is_ok() {
+            return Err(ApprovalFailure::invalid(
                 "malformed token: this is an approval handle; approve it with `toolhost approve` \
                  and pass the token it prints",
             ));
         }
-        let (expiry, mac_hex) = token
-            .trim()
-            .split_once('.')
-            .ok_or_else(|| ApprovalFailure::denied("malformed token: expected EXPIRES_AT.MAC"))?;
-        let expires_at = parse_expiry(expiry)
-            .map_err(|why| ApprovalFailure::denied(format!("malformed token: {why}")))?;
+        let (handle, mac_hex) = token.rsplit_once('.').ok_or_else(|| {
+            ApprovalFailure::invalid("malformed token: expected CALL.PRINCIPAL.EXPIRES_AT.MAC")
+        })?;
+        let h = split_handle(handle)
+            .map_err(|why| ApprovalFailure::invalid(format!("malformed token: {why}")))?;
         if !is_lower_hex(mac_hex, 64) {
-            return Err(ApprovalFailure::denied(
+            return Err(ApprovalFailure::invalid(
                 "malformed token: the MAC must be 64 lower-case hex characters",
             ));
         }
         let mac = hex::decode(mac_hex)
-            .map_err(|_| ApprovalFailure::denied("malformed token: the MAC is not hex"))?;
-        let digest = digest(current, expires_at);
-        self.mac(&format_handle(&digest, expires_at))
-            .verify_slice(&mac)
-            .map_err(|_| {
-                ApprovalFailure::denied(
-                    "the token was not minted for this call (tool, arguments, principal, tenant, \
-                     run or expiry differ) or not with this host's key",
-                )
-            })?;
+            .map_err(|_| ApprovalFailure::invalid("malformed token: the MAC is not hex"))?;
+        self.mac(handle).verify_slice(&mac).map_err(|_| {
+            ApprovalFailure::invalid(
+                "the MAC does not verify: not minted with this host's key, or altered",
+            )
+        })?;
+        // Genuine from here on: the bindings below are the ones a human approved.
+        if h.principal != principal_binding(current) {
+            return Err(ApprovalFailure::WrongPrincipal);
+        }
+        if h.call != call_binding(current) {
+            return Err(ApprovalFailure::Mismatch);
+        }
+        let expires_at = h.expires_at;
         if now >= expires_at {
             return Err(ApprovalFailure::Expired);
         }
         if expires_at - now > self.ttl_secs.saturating_add(CLOCK_SKEW_SECS) {
-            return Err(ApprovalFailure::denied(format!(
+            return Err(ApprovalFailure::invalid(format!(
                 "the token expires in {} s, beyond policy.approval.ttl_secs = {}",
                 expires_at - now,
                 self.ttl_secs
             )));
         }
         let expires = i64::try_from(expires_at)
-            .map_err(|_| ApprovalFailure::denied("malformed token: the expiry is out of range"))?;
-        if !consume(&digest, expires) {
-            return Err(ApprovalFailure::denied("the token was already used"));
+            .map_err(|_| ApprovalFailure::invalid("malformed token: the expiry is out of range"))?;
+        if !consume(&approval_id(handle), expires) {
+            return Err(ApprovalFailure::Reused);
         }
         Ok(())
     }
@@ -448,6 +538,15 @@ mod tests {
         k.mint_at(&req.handle, NOW + 10).unwrap()
     }
 
+    fn verify_err(k: &ApprovalKey, token: &str, call: &ApprovalSubject) -> ApprovalFailure {
+        let ledger = Ledger::default();
+        let err = k
+            .verify(token, call, NOW + 20, ledger.consume())
+            .unwrap_err();
+        assert!(ledger.0.borrow().is_empty(), "consumed by a failure: {err}");
+        err
+    }
+
     /// The approval mode and risk decide whether a call needs an approval.
     #[test]
     fn needs_approval_defaults() {
@@ -459,7 +558,7 @@ mod tests {
         assert_eq!(m, ApprovalMode::Never);
     }
 
-    /// request -> mint -> verify succeeds once; the second use is denied via consume.
+    /// request -> mint -> verify succeeds once; the second use is approval_reused.
     #[test]
     fn round_trip_is_single_use() {
         let k = key();
@@ -471,10 +570,7 @@ mod tests {
             (req.digest.clone(), req.expires_at)
         );
         let token = k.mint_at(&handle, NOW + 10).unwrap();
-        assert!(
-            !token.contains(&req.digest),
-            "a token does not carry the digest"
-        );
+        assert!(token.starts_with(&format!("{handle}.")));
         let ledger = Ledger::default();
         let a = args();
         let s = alice();
@@ -484,13 +580,14 @@ mod tests {
         let again = k
             .verify(&token, &call, NOW + 21, ledger.consume())
             .unwrap_err();
-        assert_eq!(again.code(), Code::ApprovalDenied);
-        assert!(again.to_string().contains("already used"));
+        assert_eq!(again, ApprovalFailure::Reused);
+        assert_eq!(again.code(), Code::ApprovalReused);
     }
 
-    /// Any change to tool, argument, principal, tenant or run denies the token.
+    /// A genuine token for another tool, arguments or run is approval_mismatch; for another
+    /// principal or tenant approval_wrong_principal; nothing is consumed either way.
     #[test]
-    fn changed_call_is_denied() {
+    fn changed_call_or_caller_is_told_apart() {
         let k = key();
         let token = token_for(&k);
         let s = alice();
@@ -499,22 +596,33 @@ mod tests {
         let bob = Subject::new("bob", "acme");
         let other_tenant = Subject::new("alice", "globex");
         let cases = [
-            ApprovalSubject::new("delete_file", &a, &s, RUN),
-            ApprovalSubject::new("delete_tree", &changed_args, &s, RUN),
-            ApprovalSubject::new("delete_tree", &a, &bob, RUN),
-            ApprovalSubject::new("delete_tree", &a, &other_tenant, RUN),
-            ApprovalSubject::new("delete_tree", &a, &s, "run-2"),
+            (
+                ApprovalSubject::new("delete_file", &a, &s, RUN),
+                Code::ApprovalMismatch,
+            ),
+            (
+                ApprovalSubject::new("delete_tree", &changed_args, &s, RUN),
+                Code::ApprovalMismatch,
+            ),
+            (
+                ApprovalSubject::new("delete_tree", &a, &s, "run-2"),
+                Code::ApprovalMismatch,
+            ),
+            (
+                ApprovalSubject::new("delete_tree", &a, &bob, RUN),
+                Code::ApprovalWrongPrincipal,
+            ),
+            (
+                ApprovalSubject::new("delete_tree", &a, &other_tenant, RUN),
+                Code::ApprovalWrongPrincipal,
+            ),
+            (
+                ApprovalSubject::new("delete_file", &changed_args, &bob, RUN),
+                Code::ApprovalWrongPrincipal,
+            ),
         ];
-        for call in cases {
-            let ledger = Ledger::default();
-            let err = k
-                .verify(&token, &call, NOW + 20, ledger.consume())
-                .unwrap_err();
-            assert_eq!(err.code(), Code::ApprovalDenied, "{call:?}");
-            assert!(
-                ledger.0.borrow().is_empty(),
-                "nothing consumed for {call:?}"
-            );
+        for (call, code) in cases {
+            assert_eq!(verify_err(&k, &token, &call).code(), code, "{call:?}");
         }
         // The unchanged call still verifies (reordered keys are the same canonical arguments).
         let reordered = json!({"recursive": true, "path": "projects/alice/old"});
@@ -541,52 +649,90 @@ mod tests {
         assert!(ledger.0.borrow().is_empty());
     }
 
-    /// Tampering with the MAC or the expiry, or passing the handle, denies the call.
+    /// Tampering with the MAC, a binding or the expiry, passing the handle, or a malformed
+    /// token is approval_invalid — even when the forged bindings name another principal or
+    /// call: only a genuine token is told apart.
     #[test]
-    fn tampered_token_is_denied() {
+    fn forged_or_malformed_token_is_invalid() {
         let k = key();
         let token = token_for(&k);
         let (a, s) = (args(), alice());
         let call = ApprovalSubject::new("delete_tree", &a, &s, RUN);
-        let (expiry, mac) = token.split_once('.').unwrap();
-        let flipped = format!(
-            "{expiry}.{}{}",
-            if mac.starts_with('0') { '1' } else { '0' },
-            &mac[1..]
+        let (handle, mac) = token.rsplit_once('.').unwrap();
+        let flip = |h: &str| format!("{}{}", if h.starts_with('0') { '1' } else { '0' }, &h[1..]);
+        let parts: Vec<&str> = handle.split('.').collect();
+        let bob = ApprovalSubject::new("delete_tree", &a, &Subject::new("bob", "acme"), RUN);
+        let forged_principal = format!(
+            "{}.{}.{}.{mac}",
+            parts[0],
+            principal_binding(&bob),
+            parts[2]
         );
-        let later = format!("{}.{mac}", NOW + 899);
-        let padded = format!("0{token}");
+        let forged_call = format!("{}.{}.{}.{mac}", flip(parts[0]), parts[1], parts[2]);
+        let later = format!("{}.{}.{}.{mac}", parts[0], parts[1], NOW + 899);
         let req = request("delete_tree", &a, &s, RUN, NOW, 900);
         for bad in [
-            flipped,
+            format!("{handle}.{}", flip(mac)),
+            forged_principal,
+            forged_call,
             later,
-            padded,
+            format!("0{token}"),
+            format!("{token}.00"),
+            token.to_uppercase(),
             req.handle,
             String::new(),
             "x.y".into(),
+            "123.abc".into(),
         ] {
-            let err = k
-                .verify(&bad, &call, NOW + 20, Ledger::default().consume())
-                .unwrap_err();
-            assert_eq!(err.code(), Code::ApprovalDenied, "{bad}");
+            let err = verify_err(&k, &bad, &call);
+            assert_eq!(err.code(), Code::ApprovalInvalid, "{bad}: {err}");
         }
-        // Model-facing messages say nothing about the reason.
-        let err = k
-            .verify("x.y", &call, NOW, Ledger::default().consume())
-            .unwrap_err();
-        assert!(!err.message().contains("malformed"));
+        // Model-facing messages say nothing about the reason, and name no digest.
+        let err = verify_err(&k, "x.y", &call);
+        assert!(!err.message().contains("malformed") && !err.message().contains("MAC"));
     }
 
-    /// A token minted with another key is denied.
+    /// A token minted with another key is approval_invalid.
     #[test]
-    fn other_key_is_denied() {
+    fn other_key_is_invalid() {
         let token = token_for(&ApprovalKey::from_bytes([8u8; KEY_LEN]));
         let (a, s) = (args(), alice());
         let call = ApprovalSubject::new("delete_tree", &a, &s, RUN);
-        let err = key()
-            .verify(&token, &call, NOW + 20, Ledger::default().consume())
-            .unwrap_err();
-        assert_eq!(err.code(), Code::ApprovalDenied);
+        assert_eq!(
+            verify_err(&key(), &token, &call).code(),
+            Code::ApprovalInvalid
+        );
+    }
+
+    /// A genuine token expiring beyond this key's TTL (the TTL was lowered) is approval_invalid.
+    #[test]
+    fn expiry_beyond_the_ttl_is_invalid() {
+        let token = token_for(&key());
+        let (a, s) = (args(), alice());
+        let call = ApprovalSubject::new("delete_tree", &a, &s, RUN);
+        let short = key().with_ttl(10);
+        assert_eq!(
+            verify_err(&short, &token, &call).code(),
+            Code::ApprovalInvalid
+        );
+    }
+
+    /// Every failure has its own code and its own model message, none of them a digest.
+    #[test]
+    fn failures_have_distinct_codes_and_messages() {
+        let all = [
+            ApprovalFailure::invalid("x"),
+            ApprovalFailure::WrongPrincipal,
+            ApprovalFailure::Mismatch,
+            ApprovalFailure::Expired,
+            ApprovalFailure::Reused,
+        ];
+        let codes: HashSet<Code> = all.iter().map(ApprovalFailure::code).collect();
+        let messages: HashSet<&str> = all.iter().map(ApprovalFailure::message).collect();
+        assert_eq!((codes.len(), messages.len()), (all.len(), all.len()));
+        assert!(!codes.contains(&Code::ApprovalDenied));
+        let digest = request("t", &json!({}), &alice(), RUN, NOW, 9).digest;
+        assert!(messages.iter().all(|m| !m.contains(&digest[..8])));
     }
 
     /// Minting refuses malformed, expired and too-far-future handles.
@@ -595,31 +741,43 @@ mod tests {
         let k = key();
         let req = request("delete_tree", &args(), &alice(), RUN, NOW, 900);
         assert!(k.mint_at(&req.handle, NOW + 900).is_err(), "expired");
-        let far = format!("{}.{}", req.digest, NOW + 10_000);
+        let (bindings, _) = req.handle.rsplit_once('.').unwrap();
+        let far = format!("{bindings}.{}", NOW + 10_000);
         let e = k.mint_at(&far, NOW).unwrap_err().to_string();
         assert!(e.contains("ttl_secs"), "{e}");
         for bad in [
             "",
             "abc",
             &req.digest,
-            &format!("{}.-1", req.digest),
-            &format!("{}.0900", req.digest),
+            &format!("{}.{}", req.digest, NOW + 10),
+            &format!("{bindings}.-1"),
+            &format!("{bindings}.0900"),
+            &format!("{}.{}", req.handle, NOW + 10),
         ] {
             assert!(k.mint_at(bad, NOW).is_err(), "{bad}");
         }
         assert!(format!("{k:?}").contains("redacted"));
     }
 
-    /// The digest is pinned: the canonical input and its hash do not drift between releases.
+    /// The bindings and the id are pinned: their canonical inputs and hashes do not drift.
     #[test]
     fn digest_is_stable() {
         let a = json!({"b": 1.0, "a": "x"});
         let s = Subject::new("p", "t");
         let call = ApprovalSubject::new("tool", &a, &s, "r");
-        let expected_input = br#"{"arguments":{"a":"x","b":1},"domain":"toolhost.approval.v1","expires_at":5,"principal":"p","run_id":"r","tenant":"t","tool":"tool"}"#;
+        let call_input = br#"{"arguments":{"a":"x","b":1},"domain":"toolhost.approval.v2","part":"call","run_id":"r","tool":"tool"}"#;
+        let principal_input =
+            br#"{"domain":"toolhost.approval.v2","part":"principal","principal":"p","tenant":"t"}"#;
+        let handle = format!(
+            "{}.{}.5",
+            hex::encode(Sha256::digest(call_input)),
+            hex::encode(Sha256::digest(principal_input))
+        );
+        assert_eq!(request("tool", &a, &s, "r", 0, 5).handle, handle);
+        let id_input = format!("toolhost.approval.v2:{handle}");
         assert_eq!(
             digest(&call, 5),
-            hex::encode(Sha256::digest(expected_input))
+            hex::encode(Sha256::digest(id_input.as_bytes()))
         );
     }
 }

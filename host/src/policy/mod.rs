@@ -45,9 +45,11 @@
 //!
 //! Tools with `approval = "required"`, and `destructive` tools unless `approval = "never"`
 //! ([`needs_approval`]), need a human approval bound to the exact call. The handle the human
-//! approves is `"{digest}.{expires_at}"`; the token the call carries is `"{expires_at}.{mac}"`;
-//! the digest covers tool, canonical arguments ([`canonical_json`]), principal, tenant, run and
-//! expiry. `approval.rs` documents the exact formats.
+//! approves is `"{call}.{principal}.{expires_at}"` (the call binding covers tool, canonical
+//! arguments ([`canonical_json`]) and run; the principal binding principal and tenant); the
+//! token the call carries is `"{handle}.{mac}"`. A token that fails says why with its own code
+//! (`approval_invalid`, `_wrong_principal`, `_mismatch`, `_expired`, `_reused`).
+//! `approval.rs` documents the exact formats and the order of the checks.
 
 mod approval;
 mod canonical;

@@ -13,7 +13,7 @@ use crate::contract::{
     Usage,
 };
 use crate::ledger::{digest_bytes, Admission, PendingEvent};
-use crate::policy::{canonical_json, ApprovalFailure, ApprovalSubject, Subject};
+use crate::policy::{canonical_json, ApprovalSubject, Subject};
 use crate::registry::convert::{json_size_lower_bound, to_json, to_val};
 use crate::registry::Tool;
 use crate::sandbox::{Execution, Fault};
@@ -274,7 +274,9 @@ impl Runtime {
     /// Stage 5: without a token the call ends `approval_required` with a handle a human can
     /// approve — unless the run has an approver, who is asked first (an accept mints the token
     /// for this exact call, a decline ends it `approval_denied`). With a token, the token must
-    /// fit this exact call, be unexpired and unused.
+    /// be genuine (`approval_invalid`), for this caller (`approval_wrong_principal`) and this
+    /// call (`approval_mismatch`), unexpired (`approval_expired`) and unused
+    /// (`approval_reused`).
     #[allow(clippy::result_large_err)]
     async fn approve(
         &self,
@@ -326,18 +328,14 @@ impl Runtime {
                 Ok(())
             }
             Err(failure) => {
-                let (code, message) = match failure {
-                    ApprovalFailure::Expired => (Code::ApprovalExpired, "the approval has expired"),
-                    _ => (
-                        Code::ApprovalDenied,
-                        "the approval does not match this call",
-                    ),
-                };
-                self.event(ctx, call, "approve", code.as_str(), &format!("{failure:?}"));
+                // Each failure has its own code and a fixed model-safe message; the reason
+                // (which check, for the operator) goes to the ledger only.
+                let code = failure.code();
+                self.event(ctx, call, "approve", code.as_str(), &failure.to_string());
                 Err(Box::new(ToolResult::failed(
                     call,
                     code,
-                    message,
+                    failure.message(),
                     Usage::default(),
                 )))
             }
