@@ -11,7 +11,7 @@ default:
 # Add the wasm32-wasip2 target when it is missing.
 setup:
     @rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
-    @mkdir -p .toolhost/workspace
+    @mkdir -p workspace
 
 # Build every guest tool component (release, wasm32-wasip2).
 build-guests: setup

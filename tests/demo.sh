@@ -4,7 +4,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=target/debug/toolhost
 adv=tests/fixtures/adversarial.toml
-mkdir -p .toolhost/workspace
+mkdir -p workspace
 
 # A loopback web server for the http_get example (port 8765 is on its allowlist).
 python3 -m http.server 8765 --bind 127.0.0.1 --directory tests/fixtures/sandbox-root >/dev/null 2>&1 &

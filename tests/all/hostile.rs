@@ -25,6 +25,9 @@ const FIXTURES: &[&str] = &[
     "read_env",
     "log_spam",
     "forge_stdout",
+    "flood_host",
+    "huge_list",
+    "swap_grant",
 ];
 
 /// Forged protocol lines on stdout are captured like any output: the call completes with the
@@ -50,6 +53,7 @@ const FAILING: &[(&str, Code, u64)] = &[
     ("balloon", Code::MemoryExceeded, 2_000),
     ("flood_stdout", Code::OutputTooLarge, 2_000),
     ("huge_result", Code::OutputTooLarge, 2_000),
+    ("huge_list", Code::OutputTooLarge, 2_000),
     ("deep_recursion", Code::GuestTrap, 2_000),
     ("panic", Code::GuestTrap, 2_000),
     ("write_readonly", Code::ToolError, 2_000),
@@ -92,6 +96,7 @@ failing_fixture! {
     balloon_is_memory_exceeded => "balloon", Code::MemoryExceeded;
     flood_stdout_is_output_too_large => "flood_stdout", Code::OutputTooLarge;
     huge_result_is_output_too_large => "huge_result", Code::OutputTooLarge;
+    huge_list_is_output_too_large => "huge_list", Code::OutputTooLarge;
     deep_recursion_is_guest_trap => "deep_recursion", Code::GuestTrap;
     panic_is_guest_trap => "panic", Code::GuestTrap;
 }

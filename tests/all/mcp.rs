@@ -426,15 +426,15 @@ fn http_refuses_open_bind_without_tokens() {
 }
 
 /// A raw JSON-RPC conversation with `toolhost serve` over stdio.
-struct Raw {
-    child: Child,
+pub(crate) struct Raw {
+    pub(crate) child: Child,
     stdin: Option<std::process::ChildStdin>,
     lines: std::sync::mpsc::Receiver<String>,
     stderr: std::sync::mpsc::Receiver<String>,
 }
 
 impl Raw {
-    fn start(config: &Path) -> Raw {
+    pub(crate) fn start(config: &Path) -> Raw {
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
             .args(["serve", "--config"])
             .arg(config)
@@ -452,14 +452,14 @@ impl Raw {
         }
     }
 
-    fn send(&mut self, v: Value) {
+    pub(crate) fn send(&mut self, v: Value) {
         let w = self.stdin.as_mut().unwrap();
         writeln!(w, "{v}").unwrap();
         w.flush().unwrap();
     }
 
     /// The next message with this id (other messages are kept in `seen`).
-    fn response(&mut self, id: &Value, seen: &mut Vec<Value>) -> Value {
+    pub(crate) fn response(&mut self, id: &Value, seen: &mut Vec<Value>) -> Value {
         let until = Instant::now() + Duration::from_secs(60);
         while Instant::now() < until {
             if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
@@ -475,7 +475,7 @@ impl Raw {
         panic!("no response to {id}; server stderr: {log:?}");
     }
 
-    fn initialize(&mut self, version: &str) -> Value {
+    pub(crate) fn initialize(&mut self, version: &str) -> Value {
         self.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": version, "capabilities": {},

@@ -34,7 +34,7 @@ pub fn adversarial_config() -> PathBuf {
 }
 
 pub fn example_config() -> PathBuf {
-    std::fs::create_dir_all(repo().join(".toolhost/workspace")).unwrap();
+    std::fs::create_dir_all(repo().join("workspace")).unwrap();
     repo().join("toolhost.toml")
 }
 
@@ -137,4 +137,14 @@ pub async fn http_server(body: &'static str) -> TestServer {
         }
     });
     TestServer { port, connections }
+}
+
+/// The hostile component as a `[[component]]` entry for a temporary config (it imports
+/// `wasi:http`, so one of its tools gets a network grant), followed by `tools`: more
+/// `[component.tools.*]` tables for it.
+pub fn hostile_component(tools: &str) -> String {
+    format!(
+        "[[component]]\npath = {}\n[component.tools.exfiltrate]\nnetwork = {{ allow = [\"127.0.0.1:47002\"] }}\n{tools}",
+        toml_path(&guest("hostile"))
+    )
 }

@@ -14,6 +14,20 @@ use toolhost::tool::host;
 
 struct Hostile;
 
+/// Create the symlink `at` -> `to` inside the directory preopened at `/outer` (std's symlink
+/// call is unstable on WASI, so through the `wasi:filesystem` descriptor itself).
+fn symlink_in_outer(to: &str, at: &str) -> io::Result<()> {
+    let relative = at
+        .strip_prefix("/outer/")
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let (dir, _) = wasi::filesystem::preopens::get_directories()
+        .into_iter()
+        .find(|(_, name)| name == "/outer")
+        .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+    dir.symlink_at(to, relative)
+        .map_err(|code| io::Error::other(format!("{code:?}")))
+}
+
 /// The short name of an I/O error's kind, e.g. `NotFound`.
 fn kind(err: &io::Error) -> String {
     format!("{:?}", err.kind())
@@ -281,6 +295,52 @@ impl Guest for Hostile {
             calls += 1;
         }
         calls
+    }
+
+    fn flood_host() -> u64 {
+        let mut size: usize = 1 << 30;
+        let mut buf: Vec<u8> = Vec::new();
+        while size > 0 && buf.try_reserve_exact(size).is_err() {
+            size /= 2;
+        }
+        buf.resize(size, b'f');
+        let message = String::from_utf8(buf).expect("ASCII");
+        for _ in 0..200 {
+            host::log(host::Level::Info, &message);
+        }
+        for i in 0..100 {
+            host::progress(i, Some(100), &message);
+        }
+        size as u64
+    }
+
+    fn huge_list() -> Vec<u8> {
+        vec![7; 8 << 20]
+    }
+
+    fn swap_grant() -> Vec<Attempt> {
+        let done = |target: &str, r: io::Result<()>| Attempt {
+            target: target.to_string(),
+            outcome: match r {
+                Ok(()) => "allowed: 0 bytes".to_string(),
+                Err(e) => format!("denied: {}", kind(&e)),
+            },
+        };
+        let link = |to: &str, at: &str| done(at, symlink_in_outer(to, at));
+        let mut attempts = vec![done(
+            "/outer/victim",
+            fs::rename("/outer/victim", "/outer/victim-moved"),
+        )];
+        attempts.push(link("../../../../../../../../../..", "/outer/victim"));
+        attempts.push(link("/", "/outer/victim-moved/link-root"));
+        attempts.push(link(
+            "../../../../../../../../../../etc",
+            "/outer/victim-moved/link-up",
+        ));
+        attempts.push(link("/etc/passwd", "/outer/victim-moved/link-passwd"));
+        attempts.push(read_attempt("/outer/victim/etc/passwd"));
+        attempts.push(read_attempt("/outer/victim-moved/link-passwd"));
+        attempts
     }
 }
 

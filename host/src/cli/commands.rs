@@ -21,6 +21,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
                 crate::sandbox::EngineSettings {
                     max_memory_bytes: crate::sandbox::DEFAULT_MEMORY_BYTES,
                     max_table_elements: crate::sandbox::DEFAULT_TABLE_ELEMENTS,
+                    max_instances: 1,
                 },
                 EpochMode::Manual,
             ) {

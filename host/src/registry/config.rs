@@ -44,6 +44,9 @@ pub struct Config {
     /// The directory relative paths are resolved against (the config file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The file this config was read from (no grant may reach it).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 /// One component and the tools it exports.
@@ -272,10 +275,12 @@ impl Config {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        Config::parse(&text, base).map_err(|message| RegistryError::Config {
+        let mut config = Config::parse(&text, base).map_err(|message| RegistryError::Config {
             path: path.to_path_buf(),
             message,
-        })
+        })?;
+        config.file = Some(path.to_path_buf());
+        Ok(config)
     }
 
     /// Parse config text; `base_dir` is where relative paths resolve.

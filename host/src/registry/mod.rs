@@ -8,6 +8,7 @@ pub mod cache;
 pub mod config;
 pub mod convert;
 pub mod docs;
+pub mod grants;
 mod imports;
 pub mod schema;
 pub mod validate;
@@ -21,8 +22,8 @@ use serde_json::Value;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 
-use crate::sandbox::{CallState, DirGrant, EngineSettings, Grant, Limits, Sandbox, SandboxError};
-use config::{ComponentConfig, Config, FsMode, Risk, ToolConfig, ToolName};
+use crate::sandbox::{CallState, EngineSettings, Grant, Limits, Sandbox, SandboxError};
+use config::{ComponentConfig, Config, Risk, ToolConfig, ToolName};
 
 pub use cache::Origin;
 
@@ -78,12 +79,35 @@ pub enum RegistryError {
         first: String,
         second: String,
     },
-    #[error("{path}: filesystem grant {guest}: host directory {host} {problem}")]
+    #[error("{path}: filesystem grant `{key}` ({guest}): host directory {host}: {problem}")]
     Grant {
         path: PathBuf,
+        key: String,
         guest: String,
         host: PathBuf,
         problem: String,
+    },
+    #[error(
+        "grant `{writable}` ({writable_dir}) is writable and contains grant `{other}` \
+         ({other_dir}): a tool with the first could rename or replace what the second reaches; \
+         grant directories that do not overlap"
+    )]
+    GrantOverlap {
+        writable: String,
+        writable_dir: PathBuf,
+        other: String,
+        other_dir: PathBuf,
+    },
+    #[error(
+        "grant `{key}` ({dir}) overlaps the host's {what} ({file}); a guest must never reach \
+         the host's own files: grant a directory outside the data directory that holds neither \
+         the config file nor the approval key"
+    )]
+    GrantOverHostFile {
+        key: String,
+        dir: PathBuf,
+        what: &'static str,
+        file: PathBuf,
     },
     #[error("{path}: function `{export}`: the {which} schema refinement is not usable: {message}")]
     Refinement {
@@ -164,17 +188,19 @@ pub fn engine_settings(config: &Config) -> EngineSettings {
     EngineSettings {
         max_memory_bytes: all.iter().map(|l| l.memory_bytes).max().unwrap_or(0),
         max_table_elements: all.iter().map(|l| l.table_elements).max().unwrap_or(0),
+        max_instances: config.run.concurrent_calls(),
     }
 }
 
 impl Registry {
     /// Load every component of `config` into `sandbox`.
     pub fn load(config: &Config, sandbox: &Sandbox) -> Result<Registry, RegistryError> {
+        let grants = grants::resolve_all(config)?;
         let mut reg = Registry::default();
         let cache_dir = config.data_dir().join("cache");
         let defaults = config.default_limits();
-        for c in &config.components {
-            reg.load_component(config, c, defaults, sandbox, Some(&cache_dir))?;
+        for (c, g) in config.components.iter().zip(grants) {
+            reg.load_component(config, c, g, defaults, sandbox, Some(&cache_dir))?;
         }
         Ok(reg)
     }
@@ -191,8 +217,12 @@ impl Registry {
             network: Some(config::NetworkGrant::default()),
             tools: Default::default(),
         };
+        let grants = grants::ComponentGrants {
+            component: Grant::default(),
+            tools: Default::default(),
+        };
         let mut reg = Registry::default();
-        reg.load_component(&config, &component, Limits::default(), sandbox, None)?;
+        reg.load_component(&config, &component, grants, Limits::default(), sandbox, None)?;
         Ok(reg)
     }
 
@@ -208,6 +238,7 @@ impl Registry {
         &mut self,
         config: &Config,
         c: &ComponentConfig,
+        grants: grants::ComponentGrants,
         defaults: Limits,
         sandbox: &Sandbox,
         cache_dir: Option<&Path>,
@@ -228,15 +259,10 @@ impl Registry {
         self.origins.push((path.clone(), origin));
 
         // Grants per tool: the tool's own, else the component's.
-        let component_grant = resolve_grant(config, &path, &c.fs, c.network.as_ref())?;
-        let mut tool_grants = BTreeMap::new();
-        for (export, t) in &c.tools {
-            if t.fs.is_some() || t.network.is_some() {
-                let fs = t.fs.as_ref().unwrap_or(&c.fs);
-                let net = t.network.as_ref().or(c.network.as_ref());
-                tool_grants.insert(export.clone(), resolve_grant(config, &path, fs, net)?);
-            }
-        }
+        let grants::ComponentGrants {
+            component: component_grant,
+            tools: tool_grants,
+        } = grants;
         let network = c.network.is_some() || c.tools.values().any(|t| t.network.is_some());
 
         check_imports(&component, engine, &path, network)?;
@@ -402,40 +428,4 @@ fn check_imports(
         }
     }
     Ok(())
-}
-
-fn resolve_grant(
-    config: &Config,
-    path: &Path,
-    fs: &[config::FsGrant],
-    network: Option<&config::NetworkGrant>,
-) -> Result<Grant, RegistryError> {
-    let mut dirs = Vec::new();
-    for g in fs {
-        let host = config.base_dir.join(&g.host);
-        let problem = |problem: String| RegistryError::Grant {
-            path: path.to_path_buf(),
-            guest: g.guest.as_str().to_string(),
-            host: host.clone(),
-            problem,
-        };
-        let canonical = host
-            .canonicalize()
-            .map_err(|e| problem(format!("cannot be opened: {e}")))?;
-        if !canonical.is_dir() {
-            return Err(problem("is not a directory".into()));
-        }
-        dirs.push(DirGrant {
-            host: canonical,
-            guest: g.guest.as_str().to_string(),
-            writable: g.mode == FsMode::ReadWrite,
-        });
-    }
-    Ok(Grant {
-        dirs,
-        network: crate::sandbox::Allowlist::new(
-            network.map(|n| n.allow.clone()).unwrap_or_default(),
-        ),
-        dns: network.is_some_and(|n| n.dns),
-    })
 }

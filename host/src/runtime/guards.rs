@@ -9,6 +9,7 @@ use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::contract::Budgets;
+use crate::sandbox::MAX_CONCURRENT_INSTANCES;
 
 /// Default calls that may execute at once on one host.
 pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 64;
@@ -34,9 +35,22 @@ pub struct RunLimitsConfig {
 }
 
 impl RunLimitsConfig {
+    /// Calls that may execute at once: the concurrency guard's limit and the instance pool's size.
+    pub fn concurrent_calls(&self) -> u32 {
+        self.max_concurrent_calls
+            .unwrap_or(DEFAULT_MAX_CONCURRENT_CALLS)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
-        if self.max_concurrent_calls == Some(0) {
-            return Err("run.max_concurrent_calls must be at least 1".into());
+        match self.max_concurrent_calls {
+            Some(0) => return Err("run.max_concurrent_calls must be at least 1".into()),
+            Some(n) if n > MAX_CONCURRENT_INSTANCES => {
+                return Err(format!(
+                    "run.max_concurrent_calls = {n} is more than one host can run at once; use at \
+                     most {MAX_CONCURRENT_INSTANCES}, and more hosts for more"
+                ))
+            }
+            _ => {}
         }
         if let Some(r) = self.rate_per_principal {
             if !(r.is_finite() && r > 0.0) {

@@ -111,12 +111,7 @@ impl Runtime {
             approval_ttl,
             budgets: RunBudgets::default(),
             rate: RateLimiter::new(config.run.rate_per_principal, config.run.rate_burst),
-            concurrency: Concurrency::new(
-                config
-                    .run
-                    .max_concurrent_calls
-                    .unwrap_or(guards::DEFAULT_MAX_CONCURRENT_CALLS),
-            ),
+            concurrency: Concurrency::new(config.run.concurrent_calls()),
             run_budgets: config.run.budgets(),
             executions: std::sync::atomic::AtomicU64::new(0),
             unrecorded: false,
@@ -230,6 +225,10 @@ impl Runtime {
                 usize::from(tool.result.is_some()),
                 &limits,
                 &tool.grant,
+                crate::sandbox::Caller {
+                    principal: &ctx.principal,
+                    tenant: &ctx.tenant,
+                },
                 &cancel,
                 ctx.progress.clone(),
             )

@@ -476,6 +476,11 @@ impl Runtime {
                         return r;
                     }
                     Fault::Trap { detail } => (Code::GuestTrap, "the tool crashed", Some(detail)),
+                    Fault::HostBusy => (
+                        Code::HostError,
+                        "the host is running as many calls as it can; retry later",
+                        None,
+                    ),
                     Fault::Setup { detail } => (
                         Code::HostError,
                         "the host could not run the tool",

@@ -12,8 +12,10 @@ use super::SandboxError;
 /// How often the ticker advances the epoch; the granularity of epoch deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Calls that can hold an instance at the same time (pooling allocator slots). A call beyond
-/// this fails to instantiate instead of exhausting host memory.
+/// The most calls one host may be configured to hold an instance for at once (the pooling
+/// allocator is sized from the config, up to this). Each slot reserves address space for the
+/// largest memory ceiling; a call beyond the pool fails to instantiate (`host_error`, never a
+/// guest fault) instead of exhausting host memory.
 pub const MAX_CONCURRENT_INSTANCES: u32 = 128;
 
 /// Guest wasm stack: deep enough for real tools, small enough that unbounded recursion traps
@@ -27,6 +29,8 @@ pub struct EngineSettings {
     pub max_memory_bytes: u64,
     /// The largest table ceiling of any tool.
     pub max_table_elements: u64,
+    /// Calls that may hold an instance at once (clamped to 1..=[`MAX_CONCURRENT_INSTANCES`]).
+    pub max_instances: u32,
 }
 
 /// Slots whose memory is returned to the kernel in one go. Each `madvise` takes the process's
@@ -36,12 +40,13 @@ pub const DECOMMIT_BATCH: usize = 4;
 
 /// Build the engine every component of this host is compiled for.
 pub fn build_engine(settings: EngineSettings) -> Result<Engine, SandboxError> {
+    let slots = settings.max_instances.clamp(1, MAX_CONCURRENT_INSTANCES);
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_component_instances(MAX_CONCURRENT_INSTANCES)
-        .total_core_instances(MAX_CONCURRENT_INSTANCES * 8)
-        .total_memories(MAX_CONCURRENT_INSTANCES * 2)
-        .total_tables(MAX_CONCURRENT_INSTANCES * 4)
-        .total_stacks(MAX_CONCURRENT_INSTANCES)
+    pool.total_component_instances(slots)
+        .total_core_instances(slots * 8)
+        .total_memories(slots * 2)
+        .total_tables(slots * 4)
+        .total_stacks(slots)
         .max_core_instances_per_component(16)
         .max_memories_per_component(MAX_MEMORIES_PER_CALL as u32)
         .max_tables_per_component(MAX_TABLES_PER_CALL as u32)
@@ -51,7 +56,7 @@ pub fn build_engine(settings: EngineSettings) -> Result<Engine, SandboxError> {
         .table_elements(usize::try_from(settings.max_table_elements).unwrap_or(usize::MAX) + 1)
         .linear_memory_keep_resident(0)
         .decommit_batch_size(DECOMMIT_BATCH)
-        .max_unused_warm_slots(8);
+        .max_unused_warm_slots(8.min(slots));
 
     let mut config = Config::new();
     config

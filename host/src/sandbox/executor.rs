@@ -11,9 +11,9 @@ use wasmtime_wasi_http::WasiHttpCtx;
 use crate::contract::ProgressSink;
 
 use super::engine::{deadline_ticks, EPOCH_TICK};
-use super::grant::{build_wasi, Grant};
+use super::grant::{build_wasi, Caller, Grant};
 use super::host_api::Reports;
-use super::limits::{CallLimiter, Limits};
+use super::limits::{hostcall_bytes, is_hostcall_data_exhausted, CallLimiter, Limits};
 use super::network::HttpPolicy;
 use super::{CallState, Sandbox, SandboxError};
 
@@ -26,6 +26,8 @@ pub enum Fault {
     OutputTooLarge,
     /// The caller cancelled the call after it started.
     Cancelled,
+    /// Every instance slot of the host was taken: the host's own limit, not the guest's fault.
+    HostBusy,
     /// The guest trapped (panic, stack overflow, unreachable, ...). Operator detail only.
     Trap {
         detail: String,
@@ -65,11 +67,12 @@ impl Sandbox {
         result_count: usize,
         limits: &Limits,
         grant: &Grant,
+        caller: Caller<'_>,
         cancel: &CancellationToken,
         progress: Option<ProgressSink>,
     ) -> Execution {
         let started = Instant::now();
-        let (wasi, captured) = match build_wasi(grant, limits.output_bytes) {
+        let (wasi, captured) = match build_wasi(grant, caller, limits.output_bytes) {
             Ok(w) => w,
             Err(e) => return setup_failure(e, started),
         };
@@ -86,6 +89,7 @@ impl Sandbox {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
+        store.set_hostcall_fuel(hostcall_bytes(limits));
         if let Err(e) = store.set_fuel(limits.fuel) {
             return setup_failure(SandboxError::Prepare(format!("{e:#}")), started);
         }
@@ -138,7 +142,17 @@ impl Sandbox {
 
 /// Which limit a guest error stands for. The limiter's record wins over the trap code: a Rust
 /// guest whose allocation is refused aborts with `unreachable`, not with a memory trap.
+/// Errors that name their cause unambiguously (a refused transfer, a full instance pool) come
+/// first: a guest may have probed its memory ceiling earlier in the same call.
 fn classify(e: &wasmtime::Error, limiter: &CallLimiter) -> Fault {
+    if is_hostcall_data_exhausted(e) {
+        return Fault::OutputTooLarge;
+    }
+    if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+        .is_some()
+    {
+        return Fault::HostBusy;
+    }
     if limiter.memory_denied || limiter.table_denied {
         return Fault::MemoryExceeded;
     }

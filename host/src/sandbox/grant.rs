@@ -2,24 +2,82 @@
 //!
 //! Deny by default: no preopens, no sockets, no name lookup, no environment, no arguments,
 //! stdin closed, stdout and stderr captured in bounded in-memory pipes (never the host's own).
+//! Granted directories are handles opened once at load ([`HostDir`]), never paths.
 
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
+use super::host_dir::HostDir;
 use super::network::Allowlist;
 use super::SandboxError;
 
 /// A host directory visible to the guest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct DirGrant {
-    /// Canonical host path, resolved once at load.
-    pub host: PathBuf,
+    /// Which host directory: one for every call, or one per caller beneath a fixed root.
+    pub source: DirSource,
     /// Absolute path the guest sees.
     pub guest: String,
     /// Whether the guest may write under it.
     pub writable: bool,
+}
+
+/// Where a granted directory comes from.
+#[derive(Debug, Clone)]
+pub enum DirSource {
+    /// The same directory for every call, opened at load.
+    Fixed(Arc<HostDir>),
+    /// A directory per caller: `root` (opened at load) then `parts`, each opened (and created
+    /// when missing) beneath the previous at call time — so a principal's calls cannot even
+    /// name another principal's directory.
+    PerCaller {
+        root: Arc<HostDir>,
+        parts: Vec<PathPart>,
+    },
+}
+
+/// One component of a per-caller grant path below its fixed root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathPart {
+    Literal(String),
+    Principal,
+    Tenant,
+}
+
+/// The trusted identity a call runs for, as far as the sandbox needs it (per-caller grants).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    pub principal: &'a str,
+    pub tenant: &'a str,
+}
+
+impl DirSource {
+    /// The fixed directory every call's directory is at or beneath.
+    pub fn root(&self) -> &HostDir {
+        match self {
+            DirSource::Fixed(d) | DirSource::PerCaller { root: d, .. } => d,
+        }
+    }
+
+    /// The directory for `caller`: the fixed one, or the caller's own opened beneath the root.
+    fn for_caller(&self, caller: Caller<'_>) -> Result<Option<HostDir>, SandboxError> {
+        let DirSource::PerCaller { root, parts } = self else {
+            return Ok(None);
+        };
+        let mut dir: Option<HostDir> = None;
+        for part in parts {
+            let name = match part {
+                PathPart::Literal(s) => s.as_str(),
+                PathPart::Principal => caller.principal,
+                PathPart::Tenant => caller.tenant,
+            };
+            let next = dir.as_ref().unwrap_or(root.as_ref()).child(name);
+            dir = Some(next.map_err(|e| SandboxError::CallerDir(e.to_string()))?);
+        }
+        Ok(dir)
+    }
 }
 
 /// The capabilities of one tool. `Grant::default()` grants nothing.
@@ -55,7 +113,11 @@ impl Captured {
 
 /// Build the WASI context of one call from its grant. Each pipe holds one byte more than the
 /// output ceiling, so that reaching past the ceiling is observable.
-pub fn build_wasi(grant: &Grant, output_bytes: u64) -> Result<(WasiCtx, Captured), SandboxError> {
+pub fn build_wasi(
+    grant: &Grant,
+    caller: Caller<'_>,
+    output_bytes: u64,
+) -> Result<(WasiCtx, Captured), SandboxError> {
     let cap = usize::try_from(output_bytes).unwrap_or(usize::MAX - 1) + 1;
     let captured = Captured {
         stdout: MemoryOutputPipe::new(cap),
@@ -74,7 +136,11 @@ pub fn build_wasi(grant: &Grant, output_bytes: u64) -> Result<(WasiCtx, Captured
         } else {
             FsPerms::ReadOnly
         };
-        b.preopened_dir(&d.host, &d.guest, perms)
+        // The handle, not a path: `/proc/self/fd/N` names the directory opened at load (or
+        // just now, beneath it, for this caller); it is dropped once the preopen holds its own.
+        let own = d.source.for_caller(caller)?;
+        let dir = own.as_ref().unwrap_or(d.source.root());
+        b.preopened_dir(dir.proc_path(), &d.guest, perms)
             .map_err(|e| SandboxError::Preopen {
                 guest: d.guest.clone(),
                 detail: format!("{e:#}"),

@@ -57,16 +57,18 @@ impl Reports {
         }
     }
 
-    fn bounded(&mut self, mut message: String) -> String {
-        if message.len() > MAX_REPORT_MESSAGE_BYTES {
-            let mut cut = MAX_REPORT_MESSAGE_BYTES;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
+    /// A fresh copy of at most [`MAX_REPORT_MESSAGE_BYTES`] of `message`, cut at a character
+    /// boundary. Never the lifted buffer itself: `truncate` would keep its guest-sized capacity
+    /// alive for the rest of the call.
+    fn bounded(&mut self, message: String) -> String {
+        let mut cut = message.len().min(MAX_REPORT_MESSAGE_BYTES);
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if cut < message.len() {
             self.truncated = true;
         }
-        message
+        message[..cut].to_owned()
     }
 }
 
@@ -121,6 +123,10 @@ mod tests {
         for k in &r.kept {
             if let Report::Log { message, .. } = k {
                 assert!(message.len() <= MAX_REPORT_MESSAGE_BYTES);
+                assert!(
+                    message.capacity() <= MAX_REPORT_MESSAGE_BYTES,
+                    "kept the lifted buffer"
+                );
             }
         }
     }

@@ -179,6 +179,38 @@ impl wasmtime::ResourceLimiter for CallLimiter {
     }
 }
 
+/// Least bytes one guest→host transfer may make the host allocate (see [`hostcall_bytes`]):
+/// room for ordinary WASI traffic (a file write passes its whole buffer in one call).
+pub const MIN_HOSTCALL_BYTES: u64 = 16 << 20;
+/// Most bytes one guest→host transfer may make the host allocate, whatever the limits say: with
+/// one transfer alive at a time per call, a call holds at most its linear memory plus this.
+pub const MAX_HOSTCALL_BYTES: u64 = 48 << 20;
+
+/// The host memory one guest→host transfer may take: the arguments of one host-import call
+/// (`log`, `progress`, a WASI write, ...) or the returned value of the tool, as wasmtime lifts
+/// them (its "hostcall fuel": string bytes, and one `Val` per list element, field and payload).
+/// A returned value whose JSON fits the output ceiling needs at most one `Val` per JSON byte, so
+/// that much is allowed, between [`MIN_HOSTCALL_BYTES`] and [`MAX_HOSTCALL_BYTES`]. A transfer
+/// past it stops the call as `output_too_large` before the host allocates it.
+pub fn hostcall_bytes(limits: &Limits) -> usize {
+    let per_json_byte = std::mem::size_of::<wasmtime::component::Val>() as u64;
+    let bytes = limits
+        .output_bytes
+        .saturating_mul(per_json_byte)
+        .clamp(MIN_HOSTCALL_BYTES, MAX_HOSTCALL_BYTES);
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}
+
+/// Whether wasmtime refused a guest→host transfer for exceeding [`hostcall_bytes`]. wasmtime
+/// exposes no type for it, only this message; the `huge_list` and `flood_host` fixtures fail
+/// if it changes.
+pub fn is_hostcall_data_exhausted(e: &wasmtime::Error) -> bool {
+    e.chain().any(|c| {
+        c.to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    })
+}
+
 /// Core instances one call may create (a Rust component has a handful).
 pub const MAX_INSTANCES_PER_CALL: usize = 32;
 /// Tables one call may create.

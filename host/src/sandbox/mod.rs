@@ -8,6 +8,7 @@ mod engine;
 mod executor;
 mod grant;
 mod host_api;
+mod host_dir;
 mod limits;
 mod network;
 
@@ -20,8 +21,9 @@ pub use engine::{
     deadline_ticks, EngineSettings, DECOMMIT_BATCH, EPOCH_TICK, MAX_CONCURRENT_INSTANCES,
 };
 pub use executor::{Execution, Fault};
-pub use grant::{DirGrant, Grant};
+pub use grant::{Caller, DirGrant, DirSource, Grant, PathPart};
 pub use host_api::{Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
+pub use host_dir::{check_caller_name, HostDir, HostDirError, MAX_CALLER_COMPONENT_BYTES};
 pub use limits::*;
 pub use network::{Allowlist, HostPort};
 
@@ -36,6 +38,8 @@ pub enum SandboxError {
     Prepare(String),
     #[error("could not open the directory granted at {guest}: {detail}")]
     Preopen { guest: String, detail: String },
+    #[error("could not open the caller's own granted directory: {0}")]
+    CallerDir(String),
 }
 
 /// Whether the engine's epoch advances on its own (production) or only when a test says so.
