@@ -4,6 +4,7 @@
 //! `just test` does it (`just build-guests`).
 
 mod agent;
+mod agent_secrets;
 mod approval_codes;
 mod cache;
 mod cli;

@@ -20,6 +20,8 @@ pub enum Reply {
     Json(Value),
     /// An error status, with `Retry-After` seconds if given.
     Status(u16, Option<u64>),
+    /// A status with this `application/json` body, as given.
+    Body(u16, String),
     /// Hold the request this long before answering with the inner reply.
     Delay(Duration, Box<Reply>),
 }
@@ -166,6 +168,17 @@ async fn answer(mut sock: tokio::net::TcpStream, reply: Reply) {
                 .write_all(
                     format!(
                         "HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\n{retry}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .await;
+        }
+        Reply::Body(code, body) => {
+            let _ = sock
+                .write_all(
+                    format!(
+                        "HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
                     )
                     .as_bytes(),

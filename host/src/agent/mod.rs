@@ -8,10 +8,12 @@
 //! - [`schema`]: canonical input schemas → the subset providers accept.
 //! - [`turn`]: server-sent events and chunks → one model turn (text, calls, usage).
 //! - [`provider`]: the HTTP(S) client, bounded reads, retries of the model request only.
+//! - [`redact`]: the API key (and credential echoes) out of whatever a response gives back.
 //! - [`run`]: the loop and its summary.
 
 pub mod guards;
 pub mod provider;
+pub mod redact;
 pub mod run;
 pub mod schema;
 pub mod turn;

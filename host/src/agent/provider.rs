@@ -5,6 +5,10 @@
 //! 5xx, a connection failure, a truncated stream or malformed JSON — at most
 //! [`ProviderOptions::max_retries`] times. A turn is handed to the loop only when complete, so
 //! a retried request never re-runs a tool.
+//!
+//! Nothing of a response leaves this module unredacted: every error and every turn goes
+//! through the provider's [`Redactor`] (see `redact.rs`), so an endpoint that echoes the API
+//! key cannot put it into the summary or the ledger.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
+use super::redact::Redactor;
 use super::turn::{ModelTurn, SseParser, TurnBuilder, TurnError};
 
 /// Largest whole (non-streamed) response body read.
@@ -25,7 +30,7 @@ pub const MAX_RESPONSE_BYTES: usize = 8 << 20;
 pub const MAX_STREAM_BYTES: usize = 32 << 20;
 /// Longest `Retry-After` honoured; a longer one is cut to this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-/// Bytes of an error response body kept for the operator's message.
+/// Bytes of an error response body kept for the operator's message (cut after redaction).
 const ERROR_EXCERPT_BYTES: usize = 300;
 
 /// How to talk to the endpoint.
@@ -106,6 +111,29 @@ impl ProviderError {
             ProviderError::Cancelled => "cancelled",
         }
     }
+
+    /// The same error with every text it carries through [`Redactor::redact`].
+    pub fn redacted(self, r: &Redactor) -> ProviderError {
+        match self {
+            ProviderError::InvalidUrl(s) => ProviderError::InvalidUrl(r.redact(&s)),
+            ProviderError::Connect(s) => ProviderError::Connect(r.redact(&s)),
+            ProviderError::Server { status, excerpt } => ProviderError::Server {
+                status,
+                excerpt: r.redact(&excerpt),
+            },
+            ProviderError::Refused { status, excerpt } => ProviderError::Refused {
+                status,
+                excerpt: r.redact(&excerpt),
+            },
+            ProviderError::Turn(TurnError::Malformed(s)) => {
+                ProviderError::Turn(TurnError::Malformed(r.redact(&s)))
+            }
+            e @ (ProviderError::Timeout
+            | ProviderError::RateLimited { .. }
+            | ProviderError::Turn(TurnError::Truncated)
+            | ProviderError::Cancelled) => e,
+        }
+    }
 }
 
 /// Where the chat-completions endpoint is.
@@ -163,6 +191,8 @@ impl Endpoint {
 pub struct Provider {
     endpoint: Endpoint,
     api_key: Option<String>,
+    /// Takes the key (and credential echoes) out of everything a response gives back.
+    redactor: Redactor,
     options: ProviderOptions,
     tls: Option<tokio_rustls::TlsConnector>,
 }
@@ -211,6 +241,7 @@ impl Provider {
         });
         Provider {
             endpoint,
+            redactor: Redactor::new(api_key.as_deref()),
             api_key,
             options,
             tls,
@@ -221,8 +252,14 @@ impl Provider {
         &self.options
     }
 
+    /// What this provider redacts (the loop applies it to the summary too).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// Send one model request, retrying what may be retried, until a complete turn arrives,
-    /// a non-retryable error, the retries run out, or `cancel`.
+    /// a non-retryable error, the retries run out, or `cancel`. The turn and the error come
+    /// back redacted.
     pub async fn complete(
         &self,
         body: &Value,
@@ -239,13 +276,14 @@ impl Provider {
                 _ = cancel.cancelled() => Err(ProviderError::Cancelled),
             };
             match result {
-                Ok((turn, raw)) => {
+                Ok((mut turn, raw)) => {
+                    self.redactor.redact_turn(&mut turn);
                     return Ok(Completion {
                         turn,
                         attempts: attempt,
                         response_bytes: raw.len() as u64,
                         response_digest: crate::ledger::digest_bytes(&raw),
-                    })
+                    });
                 }
                 Err(e) if e.retryable() && attempt <= self.options.max_retries => {
                     let wait = match &e {
@@ -264,7 +302,7 @@ impl Provider {
                 }
                 Err(error) => {
                     return Err(Failed {
-                        error,
+                        error: error.redacted(&self.redactor),
                         attempts: attempt,
                     })
                 }
@@ -355,8 +393,9 @@ impl Provider {
                 .read_all(&mut body, 64 * 1024)
                 .await
                 .unwrap_or_default();
-            let excerpt = crate::runtime::clip(&String::from_utf8_lossy(&raw), ERROR_EXCERPT_BYTES)
-                .to_string();
+            // Redact the whole body first: a cut must not leave a piece of the key behind.
+            let body = self.redactor.redact(&String::from_utf8_lossy(&raw));
+            let excerpt = crate::runtime::clip(&body, ERROR_EXCERPT_BYTES).to_string();
             return Err(match status.as_u16() {
                 429 => ProviderError::RateLimited { retry_after },
                 408 => ProviderError::Timeout,

@@ -105,9 +105,12 @@ pub async fn run_agent(
         },
         repeats: HashMap::new(),
     };
+    // Everything the summary says of the provider goes through its redactor once more.
+    let redactor = provider.redactor();
     let stop = |mut st: State, why: StopReason, detail: Option<String>| {
         st.summary.stopped_by = why;
-        st.summary.detail = detail;
+        st.summary.detail = detail.map(|d| redactor.redact(&d));
+        st.summary.final_text = st.summary.final_text.map(|t| redactor.redact_secret(&t));
         st.summary
     };
     loop {
