@@ -3,7 +3,7 @@
 //!
 //! | WIT | JSON |
 //! |---|---|
-//! | integers | integer numbers in range (`1.0` is an integer, `1.5` is not) |
+//! | integers | integers written as integers, in range (`3`, `-7`; not `3.0`, `1e2`: see [`exact_integer`]) |
 //! | floats | numbers (NaN and infinities cannot be returned: JSON has none) |
 //! | `char` | a string of exactly one Unicode scalar |
 //! | `list<T>`, `tuple<..>` | arrays (tuples of exactly their length) |
@@ -33,24 +33,30 @@ fn mismatch(at: &str, expected: impl Into<String>) -> Mismatch {
     }
 }
 
-/// Largest integer magnitude a JSON float carries exactly.
-const MAX_SAFE_FLOAT_INT: f64 = 9_007_199_254_740_992.0;
+/// The exact value of a JSON number written as an integer, or `None`.
+///
+/// The rule for every integer WIT type: only a JSON integer, a number written without a
+/// fraction or exponent (`3`, `-7`), counts. serde_json (built without `arbitrary_precision`)
+/// holds such a literal exactly as an `i64` or `u64`; anything else it holds as an `f64`, which
+/// may already be rounded — `9007199254740993.0` arrives as `9007199254740992.0`, and
+/// `18446744073709551616` (one past `u64::MAX`) or `-9223372036854775809` arrive as floats that
+/// look like integers. No float can tell us what was written, so none is accepted: `3.0`,
+/// `1e2` and `-0` are refused too (write `3`, `100`, `0`). The same rule holds in the JSON
+/// Schema stage ([`super::validate::Validator::compile_arguments`]).
+pub fn exact_integer(n: &Number) -> Option<i128> {
+    match n.as_i64() {
+        Some(i) => Some(i128::from(i)),
+        None => n.as_u64().map(i128::from),
+    }
+}
 
 fn integer(v: &Value, at: &str, min: i128, max: i128) -> Result<i128, Mismatch> {
-    let expected = || format!("expected an integer from {min} to {max}");
-    let Value::Number(n) = v else {
-        return Err(mismatch(at, expected()));
+    let expected = || {
+        format!("expected an integer from {min} to {max}, written without a fraction or exponent")
     };
-    let i = if let Some(i) = n.as_i64() {
-        i128::from(i)
-    } else if let Some(u) = n.as_u64() {
-        i128::from(u)
-    } else {
-        let f = n.as_f64().ok_or_else(|| mismatch(at, expected()))?;
-        if f.fract() != 0.0 || f.abs() > MAX_SAFE_FLOAT_INT {
-            return Err(mismatch(at, expected()));
-        }
-        f as i128
+    let i = match v {
+        Value::Number(n) => exact_integer(n).ok_or_else(|| mismatch(at, expected()))?,
+        _ => return Err(mismatch(at, expected())),
     };
     if i < min || i > max {
         return Err(mismatch(at, expected()));
@@ -392,5 +398,97 @@ pub fn json_size_lower_bound(v: &Val) -> u64 {
         Val::Result(Ok(Some(x)) | Err(Some(x))) => json_size_lower_bound(x),
         Val::Flags(names) => 2 + names.iter().map(|n| n.len() as u64 + 2).sum::<u64>(),
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    /// Integers written as integers convert exactly, up to the extremes of s64 and u64.
+    #[test]
+    fn integer_literals_convert_exactly() {
+        let cases = [
+            (
+                Type::U64,
+                "9007199254740993",
+                Val::U64(9_007_199_254_740_993),
+            ),
+            (Type::U64, "18446744073709551615", Val::U64(u64::MAX)),
+            (Type::S64, "-9223372036854775808", Val::S64(i64::MIN)),
+            (
+                Type::S64,
+                "9007199254740993",
+                Val::S64(9_007_199_254_740_993),
+            ),
+            (Type::U8, "255", Val::U8(255)),
+            (Type::S8, "-128", Val::S8(-128)),
+            (Type::U32, "0", Val::U32(0)),
+        ];
+        for (ty, text, want) in cases {
+            assert_eq!(to_val(&ty, &parse(text), "/n"), Ok(want), "{text}");
+        }
+    }
+
+    /// No number written with a fraction or an exponent, and no literal past the 64-bit range,
+    /// reaches an integer type — rounded or otherwise.
+    #[test]
+    fn floats_and_out_of_range_literals_are_refused() {
+        let refused = [
+            (Type::U64, "9007199254740993.0"),
+            (Type::U64, "9007199254740992.0"),
+            (Type::U64, "1e19"),
+            (Type::U64, "1.0e2"),
+            (Type::U64, "1E2"),
+            (Type::U64, "18446744073709551616"),
+            (Type::U64, "-1"),
+            (Type::S64, "-9223372036854775809"),
+            (Type::S64, "9223372036854775808"),
+            (Type::S64, "-0"),
+            (Type::S64, "9.3e18"),
+            (Type::U32, "3.0"),
+            (Type::U8, "256"),
+            (Type::U8, "255.0"),
+            (Type::S16, "1.5"),
+        ];
+        for (ty, text) in refused {
+            let err = to_val(&ty, &parse(text), "/n").unwrap_err();
+            assert_eq!(err.at, "/n", "{text}");
+            assert!(
+                err.expected.contains("without a fraction or exponent"),
+                "{text}: {err}"
+            );
+        }
+    }
+
+    /// serde_json is built without `arbitrary_precision`: a literal past `u64` is held as a
+    /// float (so [`exact_integer`] refuses it), and a float's text is not kept.
+    #[test]
+    fn serde_json_has_no_arbitrary_precision() {
+        let Value::Number(past) = parse("18446744073709551616") else {
+            panic!("not a number")
+        };
+        assert!(past.is_f64());
+        assert_eq!(exact_integer(&past), None);
+        assert_eq!(parse("1.000").to_string(), "1.0");
+    }
+
+    /// 64-bit results leave the host exactly: no float on the way out either.
+    #[test]
+    fn wide_integer_results_are_exact_json() {
+        let v = Val::List(vec![
+            Val::U64(u64::MAX),
+            Val::U64(9_007_199_254_740_993),
+            Val::S64(i64::MIN),
+        ]);
+        let json = to_json(&v, "output").unwrap();
+        assert_eq!(
+            serde_json::to_string(&json).unwrap(),
+            "[18446744073709551615,9007199254740993,-9223372036854775808]"
+        );
     }
 }

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod config;
 pub mod convert;
 pub mod docs;
+mod exact_type;
 pub mod grants;
 mod imports;
 pub mod schema;
@@ -318,8 +319,13 @@ impl Registry {
                     Some(r) => validate::refine(&derived, r),
                     None => Ok(derived),
                 };
+                // Arguments get exact integers; see `Validator::compile_arguments`.
+                let compile = match which {
+                    "input" => validate::Validator::compile_arguments,
+                    _ => validate::Validator::compile,
+                };
                 schema
-                    .and_then(|s| validate::Validator::compile(&s).map(|v| (s, v)))
+                    .and_then(|s| compile(&s).map(|v| (s, v)))
                     .map_err(|e| RegistryError::Refinement {
                         path: path.clone(),
                         export: f.name.clone(),

@@ -204,6 +204,14 @@ impl Validator {
         compile_as("schema", schema)
     }
 
+    /// [`Validator::compile`] for tool arguments: the same configuration, except that
+    /// `"type": "integer"` holds only for a number written as an integer (`3`, not `3.0` or
+    /// `1e2`), the rule [`super::convert::exact_integer`] states — so no rounded number passes
+    /// this stage either (see [`super::exact_type`]).
+    pub fn compile_arguments(schema: &Value) -> Result<Validator, SchemaError> {
+        compile_with("schema", schema, Integers::Exact)
+    }
+
     /// Check `instance`. `Err` holds 1 to [`MAX_VIOLATIONS`] model-safe violations.
     pub fn validate(&self, instance: &Value) -> Result<(), Vec<Violation>> {
         let validator = &self.inner.validator;
@@ -409,10 +417,31 @@ fn meta_check(what: &'static str, schema: &Value) -> Result<(), SchemaError> {
     })
 }
 
+/// What `"type": "integer"` holds for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Integers {
+    /// As Draft 2020-12 says: any number with a zero fractional part (`3.0` too).
+    AsDraft,
+    /// Only a number written as an integer ([`super::exact_type`]).
+    Exact,
+}
+
 fn compile_as(what: &'static str, schema: &Value) -> Result<Validator, SchemaError> {
+    compile_with(what, schema, Integers::AsDraft)
+}
+
+fn compile_with(
+    what: &'static str,
+    schema: &Value,
+    integers: Integers,
+) -> Result<Validator, SchemaError> {
     check_draft(what, schema)?;
     meta_check(what, schema)?;
-    let validator = jsonschema::draft202012::options()
+    let mut options = jsonschema::draft202012::options();
+    if integers == Integers::Exact {
+        options = options.with_keyword("type", super::exact_type::factory);
+    }
+    let validator = options
         .should_validate_formats(true)
         .should_ignore_unknown_formats(false)
         .with_retriever(RefuseRetrieval)
@@ -544,7 +573,8 @@ fn describe(error: &ValidationError<'_>) -> String {
             value(),
             preview_str(content_media_type)
         ),
-        K::Custom { keyword, .. } => format!("{} fails {}", value(), preview_str(keyword)),
+        // The host's own keywords (`type` in argument schemas): their message is model-safe.
+        K::Custom { message, .. } => format!("{} {message}", value()),
         K::Enum { options } => {
             let options = match options.as_ref() {
                 Value::Array(items) => list(items.iter().map(preview)),
