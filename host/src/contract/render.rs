@@ -24,6 +24,20 @@ fn clip(s: &str, max: usize) -> (&str, bool) {
     (&s[..end], true)
 }
 
+/// `s` safe for an operator's terminal: control characters (escape sequences, carriage
+/// returns) and invisible reordering marks become U+FFFD, so tool text cannot rewrite the screen.
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() || super::frame::is_hiding_format(c) {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 impl ToolResult {
     /// The message a model reads: one frame marked as untrusted tool output, whose escaped
     /// body ([`frame::escape`]) is never longer than `max_bytes` (the tags add a little). A
@@ -60,12 +74,12 @@ impl ToolResult {
         let msg = if self.status == Status::Completed {
             String::new()
         } else {
-            format!(": {}", clip(&self.message, 120).0)
+            format!(": {}", printable(clip(&self.message, 120).0))
         };
         format!(
             "{mark} {} [{}] {}{code} {} ms, fuel {}{msg}",
-            clip(&self.tool, 64).0,
-            clip(&self.call_id, 64).0,
+            printable(clip(&self.tool, 64).0),
+            printable(clip(&self.call_id, 64).0),
             status_str(self.status),
             self.usage.wall_ms,
             self.usage.fuel_consumed
@@ -100,6 +114,28 @@ fn status_str(s: Status) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    /// Terminal control sequences and reordering marks in tool text never reach the screen line.
+    #[test]
+    fn screen_line_has_no_control_characters() {
+        let call = super::super::ToolCall {
+            call_id: "id\u{1b}]0;title\u{7}".into(),
+            name: "t\r".into(),
+            arguments: serde_json::json!({}),
+        };
+        let r = super::super::ToolResult::failed(
+            &call,
+            super::super::Code::ToolError,
+            "\u{1b}[2J\rOK all good\u{202E}",
+            Default::default(),
+        );
+        let line = r.screen_line();
+        assert!(
+            !line.chars().any(|c| c.is_control() || c == '\u{202E}'),
+            "{line:?}"
+        );
+        assert!(line.contains("OK all good"), "{line:?}");
+    }
+
     use super::*;
     use crate::contract::{Code, ToolCall, Usage};
 
