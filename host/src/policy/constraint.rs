@@ -5,10 +5,16 @@
 //! when every constraint holds; a `deny` rule applies unless some constraint fails. So a value the
 //! policy cannot judge is never allowed by a constraint and never slips past a deny.
 //!
-//! `prefix` compares paths by whole segments: `projects/alice/` covers `projects/alice`,
-//! `projects/alice/x` and `/projects//alice/./x`, but not `projects/alicevil/x`. Empty and `.`
-//! segments are dropped and a leading `/` is ignored (in a WASI guest the working directory is
-//! `/`). The comparison is lexical: it does not follow symlinks, and it is case-sensitive.
+//! `prefix` compares paths by whole segments, exactly as written: `projects/alice/` covers
+//! `projects/alice` and `projects/alice/x`, but not `projects/alicevil/x`. Nothing is
+//! normalized. A value is judged only in canonical form — relative, segments joined by single
+//! `/`, none of them empty, `.` or `..`, no `\`, NUL or percent-escape of `.`, `/`, `\`, `%` or
+//! NUL (a tool might decode it) — and any other form cannot be judged: `/projects/alice/x`,
+//! `projects//alice/x`, `./projects/alice/x`, `projects/alice/x/`, `projects/alice/../bob` and
+//! `projects/alice/%2e%2e/bob` are never allowed by a prefix and never slip past a deny. The
+//! same form is required of the prefix itself at load (one trailing `/` allowed, meaning a
+//! directory). The comparison is lexical: it does not follow symlinks, and it is
+//! case-sensitive.
 
 use serde_json::Value;
 
@@ -162,19 +168,20 @@ impl Constraint {
         let prefix = match &c.prefix {
             Some(p) => {
                 let f = format!("{field}.prefix");
-                if p.contains('\\') || p.contains('\0') {
+                let template = Template::parse(p, &f)?;
+                // The literal text must be canonical whatever the placeholders become.
+                let sample = p.replace("{principal}", "x").replace("{tenant}", "x");
+                if let Err(why) = prefix_segments(&sample) {
                     return Err(PolicyError::config(
                         f,
-                        format!("{p:?} contains '\\' or NUL; write paths with '/'"),
+                        format!(
+                            "{p:?} {why}; write a relative path of plain segments, like \
+                             \"projects/{{principal}}/\" (arguments are compared with it as \
+                             written, never normalized)"
+                        ),
                     ));
                 }
-                if p.split('/').any(|s| s == "..") {
-                    return Err(PolicyError::config(
-                        f,
-                        format!("{p:?} contains a '..' segment; write the directory it means"),
-                    ));
-                }
-                Some(Template::parse(p, &f)?)
+                Some(template)
             }
             None => None,
         };
@@ -270,7 +277,7 @@ impl Constraint {
             Ok(p) => p,
             Err(why) => return Outcome::Unsure(format!("{}: {why}", self.label)),
         };
-        let prefix = match path_segments(&prefix) {
+        let prefix = match prefix_segments(&prefix) {
             Ok(segments) => segments,
             Err(why) => return Outcome::Unsure(format!("{}: the prefix {why}", self.label)),
         };
@@ -282,22 +289,58 @@ impl Constraint {
     }
 }
 
-/// The segments of a path-like value, or why it cannot be judged.
+/// The segments of a path-like value, exactly as written, or why it cannot be judged: only a
+/// canonical relative path is (see the module docs). Nothing is dropped or normalized, so what
+/// is compared is what the tool receives.
 pub(crate) fn path_segments(path: &str) -> Result<Vec<&str>, &'static str> {
+    if path.is_empty() {
+        return Err("is empty");
+    }
     if path.contains('\0') {
         return Err("contains NUL");
     }
     if path.contains('\\') {
         return Err("contains a backslash");
     }
-    let segments: Vec<&str> = path
-        .split('/')
-        .filter(|s| !s.is_empty() && *s != ".")
-        .collect();
-    if segments.contains(&"..") {
-        return Err("contains a '..' segment");
+    if has_escaped_separator(path) {
+        return Err("contains a percent-escaped '.', '/', '\\', '%' or NUL");
+    }
+    if path.starts_with('/') {
+        return Err("starts with '/'");
+    }
+    let segments: Vec<&str> = path.split('/').collect();
+    for segment in &segments {
+        match *segment {
+            "" => return Err("has an empty segment ('//' or a trailing '/')"),
+            "." => return Err("has a '.' segment"),
+            ".." => return Err("has a '..' segment"),
+            _ => {}
+        }
     }
     Ok(segments)
+}
+
+/// The segments of a prefix: [`path_segments`] after one trailing `/` (a directory); the empty
+/// prefix has none and covers every canonical path.
+fn prefix_segments(prefix: &str) -> Result<Vec<&str>, &'static str> {
+    let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
+    if prefix.is_empty() {
+        return Ok(Vec::new());
+    }
+    path_segments(prefix)
+}
+
+/// Whether `path` holds `%XX` for `.`, `/`, `\`, `%` or NUL: a tool that percent-decodes its
+/// argument would see a different path than the policy did.
+fn has_escaped_separator(path: &str) -> bool {
+    let hex = |b: u8| (b as char).to_digit(16);
+    path.as_bytes().windows(3).any(|w| {
+        w[0] == b'%'
+            && matches!(
+                (hex(w[1]), hex(w[2])),
+                (Some(hi), Some(lo)) if matches!(hi * 16 + lo, 0x2e | 0x2f | 0x5c | 0x25 | 0)
+            )
+    })
 }
 
 /// Check RFC 6901 syntax: `~` only as `~0` or `~1`.
@@ -341,16 +384,11 @@ mod tests {
         c.evaluate(&alice(), &json!({ "path": path }))
     }
 
-    /// Prefixes compare by whole segments, after dropping empty and `.` segments.
+    /// Prefixes compare by whole segments, exactly as written.
     #[test]
     fn prefix_compares_segments() {
         let c = prefix("projects/{principal}/");
-        for ok in [
-            "projects/alice/x",
-            "projects/alice",
-            "/projects//alice/./x",
-            "./projects/alice/a/b",
-        ] {
+        for ok in ["projects/alice/x", "projects/alice", "projects/alice/a/b"] {
             assert_eq!(check(&c, ok), Outcome::Holds, "{ok}");
         }
         for bad in [
@@ -360,6 +398,38 @@ mod tests {
             "x/projects/alice",
         ] {
             assert!(matches!(check(&c, bad), Outcome::Fails(_)), "{bad}");
+        }
+    }
+
+    /// Every form that a normalization would turn into another path is unjudgeable, never a
+    /// match: a leading `/`, empty, `.` and `..` segments, backslashes, NUL, percent-escapes.
+    #[test]
+    fn prefix_refuses_every_normalization_gap() {
+        let c = prefix("{principal}/");
+        assert_eq!(check(&c, "alice/x"), Outcome::Holds);
+        for bad in [
+            "/alice/x",
+            "//alice/x",
+            "alice//x",
+            "alice/x/",
+            "./alice/x",
+            "alice/./x",
+            "alice/../bob/x",
+            "alice/..",
+            "alice\\x",
+            "alice\\..\\bob",
+            "alice/x\0",
+            "alice/%2e%2e/bob/x",
+            "alice/%2E%2e/bob/x",
+            "alice%2f..%2fbob",
+            "alice/%252e%252e/bob",
+            "alice/%00",
+            "",
+        ] {
+            match check(&c, bad) {
+                Outcome::Unsure(why) => assert!(why.contains("the value"), "{bad:?}: {why}"),
+                other => panic!("{bad:?} was judged: {other:?}"),
+            }
         }
     }
 
@@ -375,6 +445,40 @@ mod tests {
         ] {
             assert!(matches!(check(&c, bad), Outcome::Unsure(_)), "{bad:?}");
         }
+    }
+
+    /// A prefix that is not canonical itself is refused at load, with the fix.
+    #[test]
+    fn non_canonical_prefixes_are_refused_at_load() {
+        for p in [
+            "/projects/",
+            "projects//{principal}/",
+            "./projects",
+            "projects/./x",
+            "a/../b",
+            "a\\b",
+            "a/%2e%2e/b",
+            "projects//",
+        ] {
+            let e = Constraint::compile(
+                &ConstraintConfig {
+                    argument: "path".into(),
+                    prefix: Some(p.into()),
+                    equals: None,
+                    one_of: None,
+                    max_length: None,
+                },
+                "policy.rule[0].constraint[0]",
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("policy.rule[0].constraint[0].prefix") && e.contains("relative path"),
+                "{p}: {e}"
+            );
+        }
+        assert_eq!(check(&prefix(""), "any/x"), Outcome::Holds);
+        assert_eq!(check(&prefix("data"), "data/x"), Outcome::Holds);
     }
 
     /// A principal that is not a plain segment is never substituted into a prefix.
