@@ -283,7 +283,8 @@ fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, Stri
             "id": provider_id,
             "type": "function",
             "function": {
-                "name": c.name,
+                // The history keeps the name within its bound (run_call refuses a longer one).
+                "name": crate::contract::bounds::cut_tool_name(&c.name),
                 "arguments": if arguments.is_null() { "{}".to_string() } else { arguments.to_string() },
             }
         }));

@@ -5,6 +5,7 @@
 //! ledger) sees: its `message` is always safe to show a model — no host paths, no traps, no
 //! policy internals.
 
+pub mod bounds;
 mod context;
 pub mod frame;
 mod hooks;

@@ -12,6 +12,7 @@ use super::audit::{
     append_lines, event_lines, note_approval_requests, parse_events, pending_lines, PendingEvent,
 };
 use super::codec::{decode_result, status_str, to_sql_u64};
+use super::error::check_key;
 use super::{digest_bytes, now_ms, Ledger, LedgerError};
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
 
@@ -164,6 +165,7 @@ impl Ledger {
         events: &[PendingEvent],
         content: Option<&str>,
     ) -> Result<i64, LedgerError> {
+        check_key(key.run_id, key.call_id, key.tool)?;
         let detail = format!(
             "arguments sha256 {}, {} bytes",
             key.args_digest, key.args_size

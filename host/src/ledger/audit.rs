@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::codec::{from_sql_u64, parse_code, parse_name, to_sql_u64};
+use super::error::check_key;
 use super::{now_ms, Ledger, LedgerError};
 use crate::contract::{Code, Status, Usage};
 
@@ -281,6 +282,7 @@ impl Ledger {
         digest: &str,
         size: u64,
     ) -> Result<(), LedgerError> {
+        check_key(run_id, "", "")?;
         let conn = self.conn();
         conn.prepare_cached(
             "INSERT INTO transcript (run_id, step, kind, digest, size, at_ms)

@@ -42,9 +42,32 @@ pub enum LedgerError {
     #[error("ledger setup: {0}")]
     Unsupported(String),
 
+    /// A key or name is longer than its bound (`contract::bounds`); nothing was written. The
+    /// runtime refuses such calls before they reach the ledger: this is the backstop.
+    #[error("ledger {field} is longer than {max} bytes; nothing was written")]
+    TooLong { field: &'static str, max: usize },
+
     /// A stored row does not decode (hand-edited or damaged file).
     #[error("ledger record is corrupt: {0}")]
     Corrupt(String),
+}
+
+/// `TooLong` unless `run_id`, `call_id` and `tool` are within their bounds: every row the ledger
+/// creates is keyed by them, so this runs before each insert.
+pub(crate) fn check_key(run_id: &str, call_id: &str, tool: &str) -> Result<(), LedgerError> {
+    use crate::contract::bounds::{MAX_CALL_ID_BYTES, MAX_RUN_ID_BYTES, MAX_TOOL_NAME_CHARS};
+    // A name of at most MAX_TOOL_NAME_CHARS characters has at most four bytes for each.
+    let limits = [
+        ("run id", run_id, MAX_RUN_ID_BYTES),
+        ("call id", call_id, MAX_CALL_ID_BYTES),
+        ("tool name", tool, 4 * MAX_TOOL_NAME_CHARS),
+    ];
+    for (field, value, max) in limits {
+        if value.len() > max {
+            return Err(LedgerError::TooLong { field, max });
+        }
+    }
+    Ok(())
 }
 
 impl LedgerError {

@@ -842,3 +842,45 @@ fn sqlite_is_built_without_extensions_or_unused_modules() {
         .unwrap();
     assert_eq!(j, r#"{"a":1}"#);
 }
+
+/// The ledger itself refuses oversized keys and names (the runtime's bounds are checked
+/// first; this is the backstop): nothing is inserted, and the file does not grow.
+#[test]
+fn oversized_keys_are_refused_before_any_write() {
+    use crate::contract::bounds::{MAX_CALL_ID_BYTES, MAX_RUN_ID_BYTES, MAX_TOOL_NAME_CHARS};
+    let (_d, path, l) = ledger(LedgerOptions::default());
+    let size = || {
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        std::fs::metadata(&path).map_or(0, |m| m.len())
+            + std::fs::metadata(&wal).map_or(0, |m| m.len())
+    };
+    admit(&l, "r", &call("warm", json!(1)));
+    let before = size();
+    let huge = "x".repeat(1 << 20);
+    let (digest, n) = args_key(&json!(1));
+    let refused = [
+        l.admit(&huge, "c", "t", &digest, n),
+        l.admit("r", &huge, "t", &digest, n),
+        l.admit("r", "c", &huge, &digest, n),
+    ];
+    for r in refused {
+        assert!(matches!(r, Err(LedgerError::TooLong { .. })), "{r:?}");
+    }
+    assert!(matches!(
+        l.transcript(&huge, 1, "model_request", &digest, 1),
+        Err(LedgerError::TooLong {
+            field: "run id",
+            ..
+        })
+    ));
+    assert_eq!(l.calls(None).unwrap().len(), 1);
+    assert!(size() <= before, "{} -> {}", before, size());
+    // At the bounds, keys are stored as usual.
+    let id = "i".repeat(MAX_CALL_ID_BYTES);
+    let run = "r".repeat(MAX_RUN_ID_BYTES);
+    let tool = "é".repeat(MAX_TOOL_NAME_CHARS);
+    assert!(matches!(
+        l.admit(&run, &id, &tool, &digest, n).unwrap(),
+        Admission::New { .. }
+    ));
+}

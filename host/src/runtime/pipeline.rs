@@ -8,6 +8,7 @@ use serde_json::Value;
 use wasmtime::component::types::Type;
 use wasmtime::component::Val;
 
+use crate::contract::bounds::check_call;
 use crate::contract::{
     ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, Status, ToolCall, ToolResult,
     Usage,
@@ -38,13 +39,19 @@ fn admission_digest(call: &ToolCall) -> (String, u64) {
 
 impl Runtime {
     /// Run one proposed call through every stage. `approval_token` is what a human minted for
-    /// this exact call (tool, arguments, principal, tenant, run), if any.
+    /// this exact call (tool, arguments, principal, tenant, run), if any. A call whose tool name,
+    /// call id, run id, principal or tenant is past its bound (`contract::bounds`) is answered
+    /// before admission and not recorded: what it would store is what is refused.
     pub async fn run_call(
         &self,
         ctx: &RunContext,
         call: &ToolCall,
         approval_token: Option<&str>,
     ) -> ToolResult {
+        // Bounds first: nothing of an oversized name or key is written anywhere.
+        if let Err(refusal) = check_call(ctx, call) {
+            return refusal.result(call);
+        }
         if self.unrecorded {
             return self.stages(ctx, call, approval_token).await;
         }
@@ -82,6 +89,9 @@ impl Runtime {
     /// arrived whole — with the given result, so it too has exactly one recorded outcome.
     /// A repeated id replays what was recorded, as in [`Runtime::run_call`].
     pub fn refuse(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
+        if let Err(refusal) = check_call(ctx, call) {
+            return refusal.result(call);
+        }
         let (digest, size) = admission_digest(call);
         match self
             .ledger

@@ -150,6 +150,10 @@ impl ServerHandler for Session {
             name: request.name.to_string(),
             arguments: Value::Object(request.arguments.clone().unwrap_or_default()),
         };
+        // Nothing of an oversized name or id goes further, not even into a refusal.
+        if let Err(refusal) = crate::contract::bounds::check_proposal(&call) {
+            return Ok(call_result(&refusal.result(&call), true).into());
+        }
         let wrap = self
             .shared
             .runtime
