@@ -14,6 +14,7 @@ mod example_tools;
 mod grants;
 mod frames;
 mod hostile;
+mod input_bounds;
 mod host_memory;
 mod json_schema_suite;
 mod mcp;
