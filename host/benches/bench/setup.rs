@@ -32,7 +32,7 @@ pub fn config(dir: &Path, synchronous_full: bool) -> PathBuf {
     let text = format!(
         "data_dir = {data}\n\
          [limits]\nmemory_bytes = 33_554_432\ndeadline_ms = 30_000\n\
-         [run]\nmax_concurrent_calls = 256\n\
+         [run]\nmax_concurrent_calls = 128\n\
          [ledger]\nsynchronous = \"{sync}\"\n\
          [[component]]\npath = {component}\nrisk = \"read\"\n",
         data = toml_path(&dir.join("data")),
