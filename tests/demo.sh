@@ -35,7 +35,7 @@ row toolhost.toml read_text '{"path": "demo.txt"}'
 row toolhost.toml http_get '{"url": "http://127.0.0.1:8765/inside.txt"}'
 row toolhost.toml http_get '{"url": "http://127.0.0.1:9/"}'
 row toolhost.toml greet '{"name": "demo"}'
-for t in spin spin_deadline sleep_forever balloon flood_stdout huge_result deep_recursion panic escape_fs write_readonly exfiltrate read_env log_spam; do
+for t in spin spin_deadline sleep_forever balloon flood_stdout huge_result huge_list deep_recursion panic escape_fs write_readonly exfiltrate read_env log_spam; do
     row "$adv" "$t" '{}'
 done
 echo
