@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use super::frontends::{agent_run, serve};
+use super::proposals::{parse_arguments, parse_batch, run_batch};
 use super::{Command, Identity, EXIT_NOT_COMPLETED, EXIT_USAGE};
-use crate::runtime::batch::Proposal;
 use crate::{Code, EpochMode, Registry, Runtime, Sandbox, Status, ToolCall, ToolResult, Usage};
 
 pub(super) async fn run(command: Command) -> ExitCode {
@@ -138,9 +138,9 @@ pub(super) async fn run(command: Command) -> ExitCode {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
-            let proposals: Vec<Proposal> = match std::fs::read_to_string(&file)
+            let batch = match std::fs::read(&file)
                 .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                .and_then(|t| parse_batch(&t))
             {
                 Ok(p) => p,
                 Err(e) => {
@@ -149,7 +149,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
                 }
             };
             let ctx = context(&rt, &identity);
-            let results = rt.run_batch(&ctx, &proposals).await;
+            let results = run_batch(&rt, &ctx, &batch).await;
             println!(
                 "{}",
                 serde_json::to_string(&results).expect("results serialize")
@@ -186,16 +186,6 @@ fn print_result(result: &ToolResult) -> ExitCode {
     } else {
         ExitCode::from(EXIT_NOT_COMPLETED)
     }
-}
-
-fn parse_arguments(text: &str) -> Result<serde_json::Value, String> {
-    if text.len() > crate::runtime::MAX_INPUT_BYTES {
-        return Err(format!(
-            "the arguments are larger than {} bytes",
-            crate::runtime::MAX_INPUT_BYTES
-        ));
-    }
-    serde_json::from_str(text).map_err(|e| format!("the arguments are not valid JSON: {e}"))
 }
 
 fn fresh_call_id() -> String {

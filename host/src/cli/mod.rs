@@ -10,10 +10,12 @@
 //!
 //! - this file: the arguments ([`Cli`]) and [`run`], which starts the async runtime;
 //! - `commands`: one arm per command, and the helpers they share;
-//! - `frontends`: `serve` (MCP) and `agent` (the model loop).
+//! - `frontends`: `serve` (MCP) and `agent` (the model loop);
+//! - `proposals`: `call`'s arguments and `batch`'s file, parsed strictly.
 
 mod commands;
 mod frontends;
+mod proposals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

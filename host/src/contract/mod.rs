@@ -10,6 +10,7 @@ mod context;
 pub mod frame;
 mod hooks;
 mod render;
+pub mod strict_json;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::contract::strict_json::{self, StrictJsonError};
 use crate::contract::{Code, ToolCall, ToolResult, Usage};
 
 /// Default cap on one call's accumulated arguments.
@@ -112,12 +113,15 @@ impl ArgumentStream {
         } else {
             p.text.as_str()
         };
-        match serde_json::from_str::<Value>(text) {
+        match strict_json::parse(text.as_bytes()) {
             Ok(arguments) => Ok(ToolCall {
                 call_id: call_id.to_string(),
                 name,
                 arguments,
             }),
+            Err(StrictJsonError::DuplicateKey(path)) => {
+                Err(fail(&format!("the arguments repeat the key {path}")))
+            }
             Err(_) => Err(fail("the arguments are not valid JSON")),
         }
     }
@@ -171,6 +175,18 @@ mod tests {
         assert_eq!(r.tool, "t");
         let r = s.finish("never", t).unwrap_err();
         assert_eq!(r.code, Some(Code::InvalidArguments));
+    }
+
+    /// Arguments that repeat a key are invalid, naming the key; nothing runs with either value.
+    #[test]
+    fn repeated_keys_are_invalid() {
+        let t = Instant::now();
+        let mut s = ArgumentStream::default();
+        s.push("a", Some("t"), r#"{"value": 3, "#, t);
+        s.push("a", None, r#""value": 4}"#, t);
+        let r = s.finish("a", t).unwrap_err();
+        assert_eq!(r.code, Some(Code::InvalidArguments));
+        assert_eq!(r.message, "the arguments repeat the key /value");
     }
 
     /// Past the byte limit the call fails, and the buffer is released.
