@@ -3,7 +3,8 @@
 //! `tools/list` shows every configured tool; `tools/call` puts the call through the whole
 //! pipeline in a task of its own, so the terminal outcome is recorded even if the transport
 //! gives up on the request. The call id is derived from the JSON-RPC request id, so a repeated
-//! request id within the session is answered from the ledger and never executed twice.
+//! request id within the session is answered from the ledger and never executed twice. A call
+//! whose arguments repeat a key (marked by [`super::frames`]) ends `invalid_arguments`, recorded.
 
 use std::sync::{Arc, OnceLock};
 
@@ -19,6 +20,7 @@ use tokio_util::task::TaskTracker;
 
 use super::config::Identity;
 use super::elicit::ElicitingApprover;
+use super::frames::RepeatedArgumentKey;
 use super::mapping::{call_result, mcp_tool, output_is_object};
 use super::progress::Forwarder;
 use crate::contract::{ApproverHandle, Code, ToolCall, ToolResult, Usage};
@@ -171,6 +173,17 @@ impl ServerHandler for Session {
         let mut ctx = runtime.context(&identity.principal, &identity.tenant);
         ctx.run_id = self.run_id.clone();
         ctx.cancel = self.cancel.child_token();
+        // Arguments that repeat a key (the frame check marked the request) are refused and
+        // recorded, never run with whichever value a parser kept.
+        if let Some(repeat) = repeated_argument_key(&cx) {
+            let refused = ToolCall {
+                arguments: Value::Null,
+                ..call
+            };
+            let message = format!("the arguments repeat the key {}", repeat.within_arguments());
+            let r = ToolResult::failed(&refused, Code::InvalidArguments, message, Usage::default());
+            return Ok(call_result(&runtime.refuse(&ctx, &refused, r), wrap).into());
+        }
         if supports_form_elicitation(&cx) {
             ctx.approver = Some(ApproverHandle(Arc::new(ElicitingApprover::new(
                 cx.peer.clone(),
@@ -230,6 +243,19 @@ fn approval_token(
         .as_ref()
         .and_then(from)
         .or_else(|| from(&cx.meta))
+}
+
+/// The frame check's mark on a `tools/call` whose arguments repeat a key: on the request
+/// itself over stdio, on the HTTP request's parts over HTTP.
+fn repeated_argument_key(cx: &RequestContext<RoleServer>) -> Option<RepeatedArgumentKey> {
+    cx.extensions
+        .get::<RepeatedArgumentKey>()
+        .or_else(|| {
+            cx.extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<RepeatedArgumentKey>())
+        })
+        .cloned()
 }
 
 fn supports_form_elicitation(cx: &RequestContext<RoleServer>) -> bool {

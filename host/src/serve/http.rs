@@ -4,13 +4,17 @@
 //! (`/mcp`), and — when tokens are configured — a bearer token whose hash is in the config
 //! (401 otherwise). rmcp then checks `Host` (and `Origin`) against the allowlists (403), which
 //! stops DNS rebinding. Binding anything but loopback needs tokens.
+//!
+//! A POST body is read whole (at most [`MAX_REQUEST_BODY_BYTES`], 413 past it) and checked by
+//! [`check_body`] like a stdio line before rmcp parses it: a bad message is answered 400 with
+//! its JSON-RPC error as the body, never left to hang or to rmcp's plain-text 415.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -21,6 +25,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{Identity, ServeConfig};
+use super::frames::{check_body, Frame, FrameError, MAX_FRAME_BYTES};
 use super::handler::{Session, Shared};
 use super::ServeError;
 
@@ -31,8 +36,9 @@ pub const MCP_PATH: &str = "/mcp";
 pub const MAX_CONNECTIONS: usize = 256;
 /// Time a client gets to send a request's headers (slow-loris bound).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest request body (a JSON-RPC message) accepted; the pipeline's own input cap is 1 MiB.
-pub const MAX_REQUEST_BODY_BYTES: usize = 2 << 20;
+/// Largest request body (one JSON-RPC message) accepted: the same bound as a stdio line
+/// ([`MAX_FRAME_BYTES`], twice the pipeline's own 1 MiB argument cap).
+pub const MAX_REQUEST_BODY_BYTES: usize = MAX_FRAME_BYTES;
 
 /// Serve until `shutdown` is cancelled. `on_bound` learns the bound address (port 0 picks one).
 pub async fn serve_http(
@@ -135,8 +141,60 @@ impl Gate {
                 }
             }
         }
-        self.service.handle(req).await
+        if req.method() != hyper::Method::POST {
+            return self.service.handle(req).await;
+        }
+        match checked(req).await {
+            Ok(req) => self.service.handle(req).await,
+            Err(answer) => answer,
+        }
     }
+}
+
+/// Read a POST body (bounded) and check it as one frame. A good one comes back as the request
+/// rmcp gets, carrying the frame check's mark when its arguments repeat a key; anything else
+/// comes back as the answer.
+async fn checked(req: Request<Incoming>) -> Result<Request<Full<Bytes>>, Response<Body>> {
+    let (mut parts, body) = req.into_parts();
+    let too_large = || rpc_error(StatusCode::PAYLOAD_TOO_LARGE, &FrameError::too_large());
+    if hyper::body::Body::size_hint(&body).lower() > MAX_REQUEST_BODY_BYTES as u64 {
+        return Err(too_large());
+    }
+    let bytes = match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
+        Err(_) => {
+            return Err(plain(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            ))
+        }
+    };
+    match check_body(&bytes) {
+        Ok(Frame::Message {
+            repeated_argument, ..
+        }) => {
+            if let Some(mark) = repeated_argument {
+                parts.extensions.insert(mark);
+            }
+            Ok(Request::from_parts(parts, Full::new(bytes)))
+        }
+        // A notification nothing can use: accepted, as rmcp accepts notifications.
+        Ok(Frame::Skip) => Err(plain(StatusCode::ACCEPTED, "")),
+        Err(e) => Err(rpc_error(StatusCode::BAD_REQUEST, &e)),
+    }
+}
+
+/// A JSON-RPC error as an HTTP answer.
+fn rpc_error(status: StatusCode, e: &FrameError) -> Response<Body> {
+    let body = serde_json::to_vec(&e.answer()).expect("a JSON value serializes");
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 fn bearer(req: &Request<Incoming>) -> Option<&str> {

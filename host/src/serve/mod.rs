@@ -8,6 +8,8 @@
 //! # Layout
 //!
 //! - [`config`]: the `[serve]` section (stdio identity, token hashes, Host/Origin allowlists).
+//! - [`frames`]: the check every frame passes before rmcp sees it, and the answer to a bad one.
+//! - [`stdio`]: the stdio transport (bounded lines, checked frames, whole-line writes).
 //! - [`handler`]: one session — `tools/list`, `tools/call`, call ids, cancellation.
 //! - [`mapping`]: definitions and results between toolhost and MCP.
 //! - [`progress`]: guest progress → `notifications/progress`, bounded and content-free.
@@ -16,10 +18,12 @@
 
 pub mod config;
 pub mod elicit;
+pub mod frames;
 pub mod handler;
 pub mod http;
 pub mod mapping;
 pub mod progress;
+pub mod stdio;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,12 +69,14 @@ impl Shared {
 }
 
 /// Serve one session over stdin/stdout until stdin closes; then cancel what is still running,
-/// wait for those calls to record their outcomes, and return.
+/// wait for those calls to record their outcomes, and return. Every line is checked first
+/// ([`stdio::CheckedStdio`]); a bad one is answered with a JSON-RPC error.
 pub async fn serve_stdio(shared: Shared, config: &ServeConfig) -> Result<(), ServeError> {
     let session = Session::new(shared.clone(), Some(config.local_identity()));
     let end = session.end_token();
+    let (stdin, stdout) = rmcp::transport::stdio();
     let running = session
-        .serve(rmcp::transport::stdio())
+        .serve(stdio::CheckedStdio::new(stdin, stdout))
         .await
         .map_err(|e| ServeError::Handshake(e.to_string()))?;
     let _ = running.waiting().await;
