@@ -18,6 +18,7 @@ mod input_bounds;
 mod host_memory;
 mod json_schema_suite;
 mod mcp;
+mod mcp_frames;
 mod openai;
 mod pipeline;
 mod pool;

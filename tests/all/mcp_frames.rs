@@ -1,0 +1,577 @@
+//! Every MCP frame gets an answer, and repeated argument keys are refused everywhere.
+//!
+//! Raw bytes to the real binary over stdio and HTTP: each bad frame gets exactly one JSON-RPC
+//! error with the right code and id, and the same session then completes a call. A repeated key
+//! in a call's arguments ends `invalid_arguments` (recorded, never run) over MCP, `toolhost
+//! call`, `toolhost batch` and the agent loop.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions, StopReason};
+
+use crate::openai::{scripted, text, tool_calls, Reply};
+use crate::support::{guest, repo, toml_path, toolhost};
+
+/// The longest any one answer may take before a test gives up.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Arguments with the key `name` twice (`greet` would say hello to the last one).
+const REPEATED: &str = r#"{"name": "first", "name": "second"}"#;
+
+/// A config with the template tools (`greet`), in a fresh directory.
+fn setup() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "data_dir = {data}\n[[component]]\npath = {template}\n",
+        data = toml_path(&repo().join(".toolhost")),
+        template = toml_path(&guest("template")),
+    );
+    let path = dir.path().join("toolhost.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// Lines from a pipe, read on a thread of its own.
+fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// A raw `toolhost serve` session over stdio, killed on drop.
+struct Serve {
+    child: Child,
+    stdin: ChildStdin,
+    out: Receiver<String>,
+    err: Receiver<String>,
+    next_id: u64,
+}
+
+impl Serve {
+    fn start(config: &Path) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut s = Serve {
+            stdin: child.stdin.take().unwrap(),
+            out: lines(child.stdout.take().unwrap()),
+            err: lines(child.stderr.take().unwrap()),
+            child,
+            next_id: 100,
+        };
+        s.frame(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "frames", "version": "0"}}})
+            .to_string()
+            .as_bytes(),
+        );
+        let (before, init) = s.until_answer(&json!(0));
+        assert!(before.is_empty(), "{before:?}");
+        assert_eq!(init["result"]["serverInfo"]["name"], "toolhost", "{init}");
+        s.frame(br#"{"jsonrpc": "2.0", "method": "notifications/initialized"}"#);
+        s
+    }
+
+    /// Write one frame and its newline.
+    fn frame(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Every message up to the answer to `id`, and that answer.
+    fn until_answer(&mut self, id: &Value) -> (Vec<Value>, Value) {
+        let until = Instant::now() + PATIENCE;
+        let mut before = Vec::new();
+        while Instant::now() < until {
+            let Ok(line) = self.out.recv_timeout(Duration::from_millis(100)) else {
+                continue;
+            };
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line}"));
+            if v.get("id") == Some(id) && v.get("method").is_none() {
+                return (before, v);
+            }
+            before.push(v);
+        }
+        let log: Vec<String> = self.err.try_iter().collect();
+        panic!("no answer to {id}; before it: {before:?}; stderr: {log:?}");
+    }
+
+    /// Call `greet` with these argument bytes; every message before its answer, and the answer.
+    fn greet(&mut self, arguments: &str) -> (Vec<Value>, Value) {
+        self.next_id += 1;
+        let id = json!(self.next_id);
+        let frame = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"greet","arguments":{arguments}}}}}"#
+        );
+        self.frame(frame.as_bytes());
+        self.until_answer(&id)
+    }
+
+    /// The session's run id (announced on stderr).
+    fn run_id(&mut self) -> String {
+        let until = Instant::now() + PATIENCE;
+        while Instant::now() < until {
+            if let Ok(line) = self.err.recv_timeout(Duration::from_millis(100)) {
+                if let Some(rest) = line.split("MCP session ").nth(1) {
+                    return rest.split_whitespace().next().unwrap().to_string();
+                }
+            }
+        }
+        panic!("the session announced no run id");
+    }
+
+    /// The peak resident memory of the server so far, in bytes (`VmHWM`).
+    fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/PID/status");
+        kb * 1024
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The greeting of a completed `greet` answer.
+fn greeting(answer: &Value) -> &str {
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    answer["result"]["structuredContent"]["result"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+}
+
+/// `(code, id)` of a JSON-RPC error answer.
+fn error_of(v: &Value) -> (i64, Value) {
+    assert_eq!(v["jsonrpc"], "2.0", "{v}");
+    let code = v["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {v}"));
+    (code, v["id"].clone())
+}
+
+/// A `tools/call` result that ended `invalid_arguments` naming the repeated key.
+fn assert_repeated_key_refused(answer: &Value) {
+    let sc = &answer["result"]["structuredContent"];
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(sc["status"], "failed", "{answer}");
+    assert_eq!(sc["code"], "invalid_arguments", "{answer}");
+    assert_eq!(
+        sc["message"], "the arguments repeat the key /name",
+        "{answer}"
+    );
+}
+
+/// The recorded calls of one run.
+fn ledger(config: &Path, run: &str) -> Vec<Value> {
+    let out = toolhost(&["ledger", "--config", config.to_str().unwrap(), "--run", run]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    out.json()["calls"].as_array().unwrap().clone()
+}
+
+/// The one recorded call with this id: refused as invalid_arguments, never executed.
+fn assert_recorded_refusal(calls: &[Value], call_id: &str) {
+    let c = calls
+        .iter()
+        .find(|c| c["call_id"] == call_id)
+        .unwrap_or_else(|| panic!("{call_id} not recorded: {calls:?}"));
+    assert_eq!(c["status"], "failed", "{c}");
+    assert_eq!(c["code"], "invalid_arguments", "{c}");
+    let stages: Vec<&Value> = c["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["stage"])
+        .collect();
+    assert!(!stages.contains(&&json!("execute")), "{c}");
+}
+
+/// Over stdio each bad frame — not JSON, `1e400`, a lone surrogate, 10,000-deep nesting, a
+/// 20 MB line, two `id` keys, a repeated key elsewhere, `params` neither an object nor usable —
+/// gets exactly one JSON-RPC error with its code and id, and a call on the same session then
+/// completes.
+#[test]
+fn stdio_every_bad_frame_gets_one_answer_and_the_session_goes_on() {
+    let (_dir, config) = setup();
+    let mut s = Serve::start(&config);
+    let call = |id: u64, params: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#)
+    };
+    let deep = format!(
+        r#"{{"name":"greet","arguments":{{"name":{}"x"{}}}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let mut huge =
+        br#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"greet","arguments":{"name":""#.to_vec();
+    huge.resize(20 << 20, b'a');
+    huge.extend_from_slice(br#""}}}"#);
+    let cases: Vec<(&str, Vec<u8>, i64, Value)> = vec![
+        ("not JSON", b"this is not JSON".to_vec(), -32700, Value::Null),
+        (
+            "1e400",
+            call(2, r#"{"name":"greet","arguments":{"name":1e400}}"#).into(),
+            -32700,
+            Value::Null,
+        ),
+        (
+            "lone surrogate",
+            call(3, r#"{"name":"greet","arguments":{"name":"\ud800"}}"#).into(),
+            -32700,
+            Value::Null,
+        ),
+        ("10,000 deep", call(4, &deep).into(), -32700, Value::Null),
+        (
+            "two ids",
+            br#"{"jsonrpc":"2.0","id":5,"id":55,"method":"tools/list"}"#.to_vec(),
+            -32700,
+            Value::Null,
+        ),
+        ("20 MB line", huge, -32600, Value::Null),
+        (
+            "repeated key outside the arguments",
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"greet","name":"greet","arguments":{"name":"x"}}}"#.to_vec(),
+            -32600,
+            json!(7),
+        ),
+        ("params a number", call(8, "5").into(), -32600, json!(8)),
+        ("params an array", call(9, r#"["greet"]"#).into(), -32602, json!(9)),
+        (
+            "params without a name",
+            call(10, r#"{"arguments":{"name":"x"}}"#).into(),
+            -32602,
+            json!(10),
+        ),
+        (
+            "a batch",
+            br#"[{"jsonrpc":"2.0","id":11,"method":"tools/list"}]"#.to_vec(),
+            -32600,
+            Value::Null,
+        ),
+    ];
+    for (what, frame, code, id) in cases {
+        s.frame(&frame);
+        let (before, answer) = s.greet(r#"{"name": "after"}"#);
+        assert_eq!(before.len(), 1, "{what}: {before:?}");
+        assert_eq!(error_of(&before[0]), (code, id), "{what}: {}", before[0]);
+        assert_eq!(greeting(&answer), "Hello, after!", "{what}");
+    }
+}
+
+/// A line of 50 MB that never ends before the cap is answered and skipped while it is read:
+/// the server's peak memory grows by far less than the line, and it keeps serving.
+#[test]
+fn stdio_oversized_lines_are_discarded_in_bounded_memory() {
+    /// What the line may add to the server's peak: the 2 MiB line buffer and its reader, with
+    /// room for the allocator. A buffered line would add its 50 MB.
+    const MAX_GROWTH: u64 = 16 << 20;
+    let (_dir, config) = setup();
+    let mut s = Serve::start(&config);
+    let before = s.peak_rss();
+    let chunk = vec![b'['; 1 << 20];
+    for _ in 0..50 {
+        s.stdin.write_all(&chunk).unwrap();
+    }
+    s.frame(b"");
+    // A ping after the line: once it is answered the whole line has been read.
+    s.frame(br#"{"jsonrpc":"2.0","id":"ping","method":"ping"}"#);
+    let (answers, pong) = s.until_answer(&json!("ping"));
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(
+        error_of(&answers[0]),
+        (-32600, Value::Null),
+        "{}",
+        answers[0]
+    );
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    let grown = s.peak_rss().saturating_sub(before);
+    assert!(
+        grown < MAX_GROWTH,
+        "the server's peak grew by {grown} bytes"
+    );
+    let (_, done) = s.greet(r#"{"name": "after"}"#);
+    assert_eq!(greeting(&done), "Hello, after!");
+}
+
+/// Over stdio a `tools/call` whose arguments repeat a key ends `invalid_arguments` naming the
+/// key, recorded in the session's run and never executed; the same call without it completes.
+#[test]
+fn stdio_repeated_argument_keys_are_invalid_arguments() {
+    let (_dir, config) = setup();
+    let mut s = Serve::start(&config);
+    let run = s.run_id();
+    let (before, refused) = s.greet(REPEATED);
+    assert!(before.is_empty(), "{before:?}");
+    assert_repeated_key_refused(&refused);
+    let nested = r#"{"name": "x", "deep": {"a": 1, "a": 2}}"#;
+    let (_, other) = s.greet(nested);
+    assert_eq!(
+        other["result"]["structuredContent"]["message"], "the arguments repeat the key /deep/a",
+        "{other}"
+    );
+    let (_, ok) = s.greet(r#"{"name": "second"}"#);
+    assert_eq!(greeting(&ok), "Hello, second!");
+    drop(s);
+    assert_recorded_refusal(&ledger(&config, &run), "rpc-n:101");
+}
+
+/// A `toolhost serve --http` process, killed on drop.
+struct Http {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Http {
+    fn start(config: &Path) -> Http {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(["serve", "--http", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = lines(child.stderr.take().unwrap());
+        let until = Instant::now() + PATIENCE;
+        while Instant::now() < until {
+            if let Ok(line) = err.recv_timeout(Duration::from_millis(100)) {
+                if let Some(url) = line.split("serving MCP on http://").nth(1) {
+                    let addr = url.trim().trim_end_matches("/mcp").to_string();
+                    return Http { child, addr };
+                }
+            }
+        }
+        panic!("toolhost serve --http did not announce its address");
+    }
+
+    /// POST `body` to /mcp; the status, the session id header and the body.
+    fn post(&self, body: &[u8], session: Option<&str>) -> (u16, Option<String>, String) {
+        let mut sock = TcpStream::connect(&self.addr).unwrap();
+        sock.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+             Connection: close\r\n",
+            self.addr,
+            body.len()
+        );
+        if let Some(s) = session {
+            head.push_str(&format!(
+                "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
+            ));
+        }
+        head.push_str("\r\n");
+        sock.write_all(head.as_bytes()).unwrap();
+        // The server may answer (413) and close before the whole body is written.
+        let _ = sock.write_all(body);
+        let mut raw = Vec::new();
+        let _ = sock.read_to_end(&mut raw);
+        let raw = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no HTTP status: {raw}"));
+        let session = head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        });
+        (status, session, body.to_string())
+    }
+}
+
+/// The JSON-RPC message with this id in an SSE (or chunked) response body.
+fn sse_message(body: &str, id: &Value) -> Value {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id") == Some(id))
+        .unwrap_or_else(|| panic!("no message {id} in {body}"))
+}
+
+/// Over Streamable HTTP a bad body gets 400 with its JSON-RPC error (413 past the cap), never
+/// a hang or rmcp's plain-text answer; a repeated argument key in a session's `tools/call` ends
+/// `invalid_arguments`, and the session's next call completes.
+#[test]
+fn http_bad_bodies_get_json_rpc_errors() {
+    let (_dir, config) = setup();
+    let server = Http::start(&config);
+    for (body, status, code, id) in [
+        (&b"this is not JSON"[..], 400, -32700, Value::Null),
+        (
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","x":1e400}"#,
+            400,
+            -32700,
+            Value::Null,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":2,"id":3,"method":"tools/list"}"#,
+            400,
+            -32700,
+            Value::Null,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":5}"#,
+            400,
+            -32600,
+            json!(4),
+        ),
+        (&vec![b' '; 3 << 20][..], 413, -32600, Value::Null),
+    ] {
+        let (got, _, answer) = server.post(body, None);
+        let what = String::from_utf8_lossy(&body[..body.len().min(60)]).into_owned();
+        assert_eq!(got, status, "{what}: {answer}");
+        let answer: Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {answer}"));
+        assert_eq!(error_of(&answer), (code, id), "{what}: {answer}");
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "frames", "version": "0"}}});
+    let (status, session, body) = server.post(init.to_string().as_bytes(), None);
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("a session id");
+    let note = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(server.post(note, Some(&session)).0, 202);
+    let greet = |id: u64, args: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"greet","arguments":{args}}}}}"#
+        )
+    };
+    let (status, _, body) = server.post(greet(5, REPEATED).as_bytes(), Some(&session));
+    assert_eq!(status, 200, "{body}");
+    assert_repeated_key_refused(&sse_message(&body, &json!(5)));
+    let (status, _, body) = server.post(greet(6, r#"{"name":"after"}"#).as_bytes(), Some(&session));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(greeting(&sse_message(&body, &json!(6))), "Hello, after!");
+}
+
+/// `toolhost call` refuses repeated argument keys as `invalid_arguments` (exit 1), naming the
+/// key; in `toolhost batch` only the proposal that repeats one is refused, and it is recorded.
+#[test]
+fn cli_repeated_argument_keys_are_invalid_arguments() {
+    let (dir, config) = setup();
+    let cfg = config.to_str().unwrap();
+    let out = toolhost(&["call", "--config", cfg, "greet", REPEATED]);
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    let r = out.json();
+    assert_eq!(
+        (&r["status"], &r["code"]),
+        (&json!("failed"), &json!("invalid_arguments")),
+        "{r}"
+    );
+    assert_eq!(r["message"], "the arguments repeat the key /name", "{r}");
+
+    let run = format!("frames-batch-{}", uuid_ish());
+    let file = dir.path().join("proposals.json");
+    std::fs::write(
+        &file,
+        format!(
+            r#"[{{"call_id":"ok","name":"greet","arguments":{{"name":"a"}}}},
+                {{"call_id":"twice","name":"greet","arguments":{REPEATED}}}]"#
+        ),
+    )
+    .unwrap();
+    let out = toolhost(&[
+        "batch",
+        "--config",
+        cfg,
+        "--run-id",
+        &run,
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    let results = out.json();
+    assert_eq!(results[0]["status"], "completed", "{results}");
+    assert_eq!(results[1]["code"], "invalid_arguments", "{results}");
+    assert_eq!(results[1]["call_id"], "twice", "{results}");
+    assert_recorded_refusal(&ledger(&config, &run), "twice");
+}
+
+/// A run id no earlier test run used.
+fn uuid_ish() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{nanos:x}-{}", std::process::id())
+}
+
+/// The agent loop refuses a proposed call whose arguments repeat a key: the model is told
+/// `invalid_arguments` naming the key, and the tool never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_repeated_argument_keys_are_invalid_arguments() {
+    let server = scripted(
+        vec![
+            Reply::Stream(tool_calls(&[("c1", "greet", REPEATED)], 5, 10)),
+            Reply::Stream(text("done", 5)),
+        ],
+        None,
+    )
+    .await;
+    let (_dir, config) = setup();
+    let rt = crate::support::runtime(&config);
+    let provider = Provider::new(
+        agent::Endpoint::parse(&server.base_url()).unwrap(),
+        None,
+        ProviderOptions::default(),
+    );
+    let agent_config = AgentConfig::default();
+    let messages = agent::prompt_messages("greet twice", &agent_config);
+    let ctx = rt.context("frames", "default");
+    let summary = agent::run_agent(&rt, &provider, "m", messages, &agent_config, ctx).await;
+    assert_eq!(summary.stopped_by, StopReason::Finished, "{summary:?}");
+    assert_eq!(
+        summary.failures.get("invalid_arguments"),
+        Some(&1),
+        "{summary:?}"
+    );
+    assert_eq!(rt.executions(), 0, "the tool ran");
+    let second = &server.requests()[1].body["messages"];
+    let tool = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("a tool message");
+    let content = tool["content"].as_str().unwrap();
+    assert!(
+        content.contains("the arguments repeat the key /name"),
+        "{content}"
+    );
+}
