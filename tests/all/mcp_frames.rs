@@ -374,6 +374,8 @@ impl Http {
                 }
             }
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("toolhost serve --http did not announce its address");
     }
 
