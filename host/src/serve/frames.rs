@@ -237,9 +237,11 @@ pub fn check_frame(frame: &[u8]) -> Result<Frame, FrameError> {
         }
         None => None,
     };
-    let typed = TYPED_METHODS.contains(&method);
-    let bad_params = || FrameError::params(Some(id), format_args!("not valid for `{method}`"));
-    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+    // Owned copies of the small parts, so the (possibly large) value moves without a copy.
+    let (id, method) = (id.clone(), method.to_owned());
+    let typed = TYPED_METHODS.contains(&method.as_str());
+    let bad_params = || FrameError::params(Some(&id), format_args!("not valid for `{method}`"));
+    match serde_json::from_value::<ClientJsonRpcMessage>(value) {
         Ok(JsonRpcMessage::Request(r))
             if typed && matches!(r.request, ClientRequest::CustomRequest(_)) =>
         {
@@ -250,7 +252,7 @@ pub fn check_frame(frame: &[u8]) -> Result<Frame, FrameError> {
             repeated_argument,
         }),
         Err(_) if typed => Err(bad_params()),
-        Err(_) => Err(FrameError::invalid(Some(id), "not a valid MCP request")),
+        Err(_) => Err(FrameError::invalid(Some(&id), "not a valid MCP request")),
     }
 }
 
