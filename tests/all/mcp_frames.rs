@@ -210,6 +210,16 @@ fn assert_recorded_refusal(calls: &[Value], call_id: &str) {
         .map(|e| &e["stage"])
         .collect();
     assert!(!stages.contains(&&json!("execute")), "{c}");
+    let reasons: Vec<&str> = c["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["detail"].as_str())
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("repeat")),
+        "the recorded reason does not say why: {c}"
+    );
 }
 
 /// Over stdio each bad frame — not JSON, `1e400`, a lone surrogate, 10,000-deep nesting, a

@@ -86,7 +86,8 @@ impl Runtime {
     }
 
     /// Record a call that ended before the pipeline could look at it — its arguments never
-    /// arrived whole — with the given result, so it too has exactly one recorded outcome.
+    /// arrived whole, or not unambiguously (a repeated key) — with the given result (its
+    /// message is the validate stage's recorded reason), so it too has exactly one recorded outcome.
     /// A repeated id replays what was recorded, as in [`Runtime::run_call`].
     pub fn refuse(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
         if let Err(refusal) = check_call(ctx, call) {
@@ -99,13 +100,8 @@ impl Runtime {
         {
             Ok(Admission::New { .. }) => {
                 let code = result.code.map_or("failed", |c| c.as_str());
-                self.event(
-                    ctx,
-                    call,
-                    "validate",
-                    code,
-                    "arguments did not arrive whole",
-                );
+                let detail = super::clip(&result.message, 256).to_string();
+                self.event(ctx, call, "validate", code, &detail);
                 self.record(ctx, call, result)
             }
             Ok(Admission::Replay(recorded)) => recorded,
