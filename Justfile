@@ -34,6 +34,26 @@ setup-mcp:
 test: build-guests setup-mcp
     cargo test --workspace -- --test-threads 4
 
+# Seconds each target runs in `just fuzz` (`just fuzz_secs=600 fuzz`).
+fuzz_secs := "60"
+# No sanitizer: toolhost denies unsafe code and the targets drive safe parsers, so ASan would
+# mostly halve the executions; 16 codegen units keep the instrumented build of wasmtime short.
+# cargo-fuzz, libFuzzer, nightly; crashes land in fuzz/artifacts/<target>/ (docs/fuzzing.md).
+fuzz_flags := "--sanitizer none --codegen-units 16 --target-dir fuzz/target"
+
+# Fuzz each untrusted-input parser for fuzz_secs, one at a time (all, or the targets named).
+fuzz *TARGETS: build-guests
+    #!/usr/bin/env bash
+    set -euo pipefail
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    targets="{{TARGETS}}"
+    [ -n "$targets" ] || targets="$(cargo +nightly fuzz list --fuzz-dir fuzz)"
+    for t in $targets; do
+        mkdir -p "fuzz/work/$t"
+        cargo +nightly fuzz run --fuzz-dir fuzz {{fuzz_flags}} "$t" "fuzz/work/$t" "fuzz/corpus/$t" \
+            -- -max_total_time={{fuzz_secs}} -timeout=10 -print_final_stats=1
+    done
+
 # Formatting and clippy, host and guests.
 lint:
     cargo fmt --all --check

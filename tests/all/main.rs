@@ -11,6 +11,7 @@ mod cli;
 mod config_ui;
 mod epochs;
 mod example_tools;
+mod fuzz_corpus;
 mod grants;
 mod frames;
 mod hostile;
