@@ -432,9 +432,7 @@ impl Provider {
             Ok((builder.finish(Instant::now())?, raw))
         } else {
             let raw = self.read_all(&mut body, MAX_RESPONSE_BYTES).await?;
-            let v: Value =
-                serde_json::from_slice(&raw).map_err(|e| TurnError::Malformed(e.to_string()))?;
-            builder.whole(&v, Instant::now())?;
+            builder.whole_body(&raw, Instant::now())?;
             Ok((builder.finish(Instant::now())?, raw))
         }
     }

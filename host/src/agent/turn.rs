@@ -130,10 +130,35 @@ pub struct TurnBuilder {
     finish_reason: Option<String>,
     usage: Option<TokenUsage>,
     done: bool,
+    /// Positions in the current event's `tool_calls` whose object `arguments` repeat a key.
+    repeated: Vec<usize>,
 }
 
 fn key(index: u32) -> String {
     format!("index-{index}")
+}
+
+/// The event's JSON, strictly parsed; a key repeated inside a call's *object* `arguments` (some
+/// servers send the object instead of the specified string) is tolerated here but remembered
+/// by the call's position, so that call ends `invalid_arguments` instead of running with one of
+/// the values. (String arguments are checked when the call completes.)
+fn parse_event(data: &[u8]) -> Result<(Value, Vec<usize>), TurnError> {
+    use crate::contract::strict_json::{parse_with, Segment};
+    let mut repeated = Vec::new();
+    let v = parse_with(data, &mut |path| {
+        let at = path.windows(4).find_map(|w| match w {
+            [Segment::Key(t), Segment::Index(k), Segment::Key(f), Segment::Key(a)]
+                if t == "tool_calls" && f == "function" && a == "arguments" =>
+            {
+                Some(*k)
+            }
+            _ => None,
+        });
+        repeated.extend(at);
+        true
+    })
+    .map_err(|e| TurnError::Malformed(e.to_string()))?;
+    Ok((v, repeated))
 }
 
 impl TurnBuilder {
@@ -154,8 +179,8 @@ impl TurnBuilder {
             self.done = true;
             return Ok(());
         }
-        let v: Value =
-            serde_json::from_str(data).map_err(|e| TurnError::Malformed(e.to_string()))?;
+        let (v, repeated) = parse_event(data.as_bytes())?;
+        self.repeated = repeated;
         if let Some(err) = v.get("error") {
             return Err(TurnError::Malformed(format!(
                 "the stream carried an error: {}",
@@ -175,6 +200,13 @@ impl TurnBuilder {
         Ok(())
     }
 
+    /// A whole (non-streamed) response body, as received.
+    pub fn whole_body(&mut self, raw: &[u8], now: Instant) -> Result<(), TurnError> {
+        let (v, repeated) = parse_event(raw)?;
+        self.repeated = repeated;
+        self.whole(&v, now)
+    }
+
     /// A whole (non-streamed) response body.
     pub fn whole(&mut self, v: &Value, now: Instant) -> Result<(), TurnError> {
         let choice = v
@@ -190,7 +222,7 @@ impl TurnBuilder {
         if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
             for (i, c) in calls.iter().enumerate() {
                 let index = u32::try_from(i).unwrap_or(u32::MAX);
-                self.call_delta(index, c, now)?;
+                self.call_delta(index, c, i, now)?;
             }
         }
         self.finish_reason = Some(
@@ -232,7 +264,7 @@ impl TurnBuilder {
             self.text(text);
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-            for c in calls {
+            for (at, c) in calls.iter().enumerate() {
                 let index = match c.get("index").and_then(Value::as_u64) {
                     Some(i) => u32::try_from(i).map_err(|_| {
                         TurnError::Malformed("a tool call index is out of range".into())
@@ -241,7 +273,7 @@ impl TurnBuilder {
                     // or give it the next index.
                     None => self.index_without_index(c),
                 };
-                self.call_delta(index, c, now)?;
+                self.call_delta(index, c, at, now)?;
             }
         }
         Ok(())
@@ -262,7 +294,14 @@ impl TurnBuilder {
         })
     }
 
-    fn call_delta(&mut self, index: u32, c: &Value, now: Instant) -> Result<(), TurnError> {
+    /// One call's part of an event; `at` is its position in the event's `tool_calls`.
+    fn call_delta(
+        &mut self,
+        index: u32,
+        c: &Value,
+        at: usize,
+        now: Instant,
+    ) -> Result<(), TurnError> {
         if !self.calls.contains_key(&index) && self.calls.len() >= MAX_CALLS_PER_TURN {
             return Err(TurnError::Malformed(format!(
                 "more than {MAX_CALLS_PER_TURN} tool calls in one message"
@@ -291,6 +330,10 @@ impl TurnBuilder {
             _ => String::new(),
         };
         self.args.push(&key(index), name, &fragment, now);
+        if self.repeated.contains(&at) {
+            self.args
+                .fail(&key(index), "invalid arguments: the arguments repeat a key");
+        }
         Ok(())
     }
 
@@ -467,6 +510,32 @@ mod tests {
         assert_eq!(t.calls.len(), 2);
         assert_eq!(t.calls[1].name, "y");
         assert_eq!(t.calls[1].arguments.as_ref().unwrap(), &json!({"k": "b"}));
+    }
+
+    /// Object arguments that repeat a key end that call `invalid_arguments` (never run with
+    /// either value); the other call of the same event is unaffected. The same for a whole body.
+    #[test]
+    fn repeated_keys_in_object_arguments_are_invalid() {
+        let now = Instant::now();
+        let event = r#"{"choices":[{"delta":{"tool_calls":[
+            {"index":0,"id":"a","function":{"name":"x","arguments":{"k":1,"k":2}}},
+            {"index":1,"id":"b","function":{"name":"y","arguments":{"k":1}}}]}}]}"#;
+        let mut b = TurnBuilder::default();
+        b.event(event, now).unwrap();
+        b.event("[DONE]", now).unwrap();
+        let t = b.finish(now).unwrap();
+        let bad = t.calls[0].arguments.as_ref().unwrap_err();
+        assert_eq!(bad.code, Some(crate::contract::Code::InvalidArguments));
+        assert!(bad.message.contains("repeat"), "{}", bad.message);
+        assert_eq!(t.calls[1].arguments.as_ref().unwrap(), &json!({"k": 1}));
+
+        let body = r#"{"choices":[{"message":{"tool_calls":[
+            {"id":"a","function":{"name":"x","arguments":{"k":{"j":1,"j":2}}}}]},
+            "finish_reason":"tool_calls"}]}"#;
+        let mut b = TurnBuilder::default();
+        b.whole_body(body.as_bytes(), now).unwrap();
+        let t = b.finish(now).unwrap();
+        assert!(t.calls[0].arguments.is_err());
     }
 
     /// Malformed JSON in an event is an error of the response, not of a call.

@@ -85,6 +85,15 @@ impl ArgumentStream {
         }
     }
 
+    /// Mark an open call failed with `why` (its arguments were seen and refused whole); it
+    /// still ends only at [`finish`](Self::finish).
+    pub fn fail(&mut self, call_id: &str, why: &'static str) {
+        if let Some(p) = self.open.get_mut(call_id) {
+            p.failure.get_or_insert(why);
+            p.text = String::new();
+        }
+    }
+
     /// Declare a call complete: parse its arguments once. An unknown call id (never pushed, or
     /// dropped at the open-call limit) ends as invalid arguments too.
     #[allow(clippy::result_large_err)] // the error is the call's final result, not a fault
