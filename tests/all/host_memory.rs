@@ -9,7 +9,7 @@ use toolhost::{Code, Status};
 
 use crate::mcp::Raw;
 use crate::support::{
-    adversarial_config, guest, hostile_component, run, runtime, temp_config, toml_path,
+    adversarial_config, guest, hostile_component, peak_rss, run, runtime, temp_config, toml_path,
 };
 
 const MIB: u64 = 1 << 20;
@@ -17,17 +17,6 @@ const MIB: u64 = 1 << 20;
 const CEILING: u64 = 32 * MIB;
 /// What the issue allows a call on top of its ceiling.
 const SLACK: u64 = 64 * MIB;
-
-/// The peak resident set of a process, from /proc.
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status");
-    kb * 1024
-}
 
 fn tools_call(id: u64, name: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",

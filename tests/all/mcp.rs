@@ -214,9 +214,9 @@ fn ledger(config: &Path, run: &str) -> Vec<Value> {
 }
 
 /// A `toolhost serve --http` process, killed on drop.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     stderr: std::sync::mpsc::Receiver<String>,
 }
 
@@ -227,7 +227,7 @@ impl Drop for HttpServer {
     }
 }
 
-fn http_serve(config: &Path) -> HttpServer {
+pub(crate) fn http_serve(config: &Path) -> HttpServer {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(config)

@@ -142,13 +142,7 @@ impl Serve {
 
     /// The peak resident memory of the server so far, in bytes (`VmHWM`).
     fn peak_rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM in /proc/PID/status");
-        kb * 1024
+        crate::support::peak_rss(self.child.id())
     }
 }
 
@@ -352,41 +346,25 @@ fn stdio_repeated_argument_keys_are_invalid_arguments() {
 }
 
 /// A `toolhost serve --http` process, killed on drop.
+/// A `toolhost serve --http` process ([`crate::mcp::HttpServer`], killed on drop) and the
+/// `host:port` it listens on.
 struct Http {
-    child: Child,
+    _server: crate::mcp::HttpServer,
     addr: String,
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Http {
     fn start(config: &Path) -> Http {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
-            .args(["serve", "--http", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = lines(child.stderr.take().unwrap());
-        let until = Instant::now() + PATIENCE;
-        while Instant::now() < until {
-            if let Ok(line) = err.recv_timeout(Duration::from_millis(100)) {
-                if let Some(url) = line.split("serving MCP on http://").nth(1) {
-                    let addr = url.trim().trim_end_matches("/mcp").to_string();
-                    return Http { child, addr };
-                }
-            }
+        let server = crate::mcp::http_serve(config);
+        let addr = server
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string();
+        Http {
+            _server: server,
+            addr,
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("toolhost serve --http did not announce its address");
     }
 
     /// POST `body` to /mcp; the status, the session id header and the body.

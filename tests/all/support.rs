@@ -148,3 +148,14 @@ pub fn hostile_component(tools: &str) -> String {
         toml_path(&guest("hostile"))
     )
 }
+
+/// The peak resident set of a live process, in bytes (`VmHWM` in /proc/PID/status).
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kb * 1024
+}
