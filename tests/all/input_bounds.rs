@@ -3,7 +3,7 @@
 //! code before anything is written (the ledger does not grow) and the host keeps serving; a
 //! `{principal}/` prefix constraint cannot be passed with a non-canonical path.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -276,14 +276,7 @@ impl McpStdio {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = crate::support::line_reader(stdout);
         McpStdio {
             child,
             stdin,

@@ -2,7 +2,7 @@
 //! HTTP (tests/mcp/client.py, one scenario per run), and raw JSON-RPC lines over stdio for
 //! what an SDK will not send (unknown methods, repeated request ids, old protocol versions).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::support::{guest, http_server, repo, toml_path};
+use crate::support::{guest, http_server, line_reader, repo, toml_path};
 
 /// The bearer token the HTTP tests use; the config stores only its hash.
 const TOKEN: &str = "test-token-5b0c2f7e";
@@ -236,15 +236,7 @@ pub(crate) fn http_serve(config: &Path) -> HttpServer {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = line_reader(child.stderr.take().unwrap());
     let until = Instant::now() + Duration::from_secs(120);
     while Instant::now() < until {
         if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
@@ -445,8 +437,8 @@ impl Raw {
             .unwrap();
         let stdin = child.stdin.take();
         Raw {
-            lines: reader(child.stdout.take().unwrap()),
-            stderr: reader(child.stderr.take().unwrap()),
+            lines: line_reader(child.stdout.take().unwrap()),
+            stderr: line_reader(child.stderr.take().unwrap()),
             child,
             stdin,
         }
@@ -492,18 +484,6 @@ impl Drop for Raw {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn reader(r: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
 }
 
 /// Version negotiation: 2025-11-25 as asked, an older supported version as asked, and an

@@ -5,7 +5,7 @@
 //! in a call's arguments ends `invalid_arguments` (recorded, never run) over MCP, `toolhost
 //! call`, `toolhost batch` and the agent loop.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions, StopReason};
 
 use crate::openai::{scripted, text, tool_calls, Reply};
-use crate::support::{guest, repo, toml_path, toolhost};
+use crate::support::{guest, line_reader, repo, toml_path, toolhost};
 
 /// The longest any one answer may take before a test gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -35,19 +35,6 @@ fn setup() -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().join("toolhost.toml");
     std::fs::write(&path, text).unwrap();
     (dir, path)
-}
-
-/// Lines from a pipe, read on a thread of its own.
-fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
 }
 
 /// A raw `toolhost serve` session over stdio, killed on drop.
@@ -71,8 +58,8 @@ impl Serve {
             .unwrap();
         let mut s = Serve {
             stdin: child.stdin.take().unwrap(),
-            out: lines(child.stdout.take().unwrap()),
-            err: lines(child.stderr.take().unwrap()),
+            out: line_reader(child.stdout.take().unwrap()),
+            err: line_reader(child.stderr.take().unwrap()),
             child,
             next_id: 100,
         };

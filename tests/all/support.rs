@@ -159,3 +159,18 @@ pub fn peak_rss(pid: u32) -> u64 {
         .expect("VmHWM in /proc/PID/status");
     kb * 1024
 }
+
+/// Each line `r` yields, sent on a channel by a thread of its own (a child's stdout or stderr
+/// read without blocking the test).
+pub fn line_reader(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
