@@ -366,18 +366,18 @@ mod tests {
         Subject::new("alice", "acme")
     }
 
+    fn prefix_config(p: &str) -> ConstraintConfig {
+        ConstraintConfig {
+            argument: "path".into(),
+            prefix: Some(p.into()),
+            equals: None,
+            one_of: None,
+            max_length: None,
+        }
+    }
+
     fn prefix(p: &str) -> Constraint {
-        Constraint::compile(
-            &ConstraintConfig {
-                argument: "path".into(),
-                prefix: Some(p.into()),
-                equals: None,
-                one_of: None,
-                max_length: None,
-            },
-            "policy.rule[0].constraint[0]",
-        )
-        .unwrap()
+        Constraint::compile(&prefix_config(p), "policy.rule[0].constraint[0]").unwrap()
     }
 
     fn check(c: &Constraint, path: &str) -> Outcome {
@@ -460,18 +460,9 @@ mod tests {
             "a/%2e%2e/b",
             "projects//",
         ] {
-            let e = Constraint::compile(
-                &ConstraintConfig {
-                    argument: "path".into(),
-                    prefix: Some(p.into()),
-                    equals: None,
-                    one_of: None,
-                    max_length: None,
-                },
-                "policy.rule[0].constraint[0]",
-            )
-            .unwrap_err()
-            .to_string();
+            let e = Constraint::compile(&prefix_config(p), "policy.rule[0].constraint[0]")
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("policy.rule[0].constraint[0].prefix") && e.contains("relative path"),
                 "{p}: {e}"
