@@ -1,8 +1,8 @@
 //! Target `convert`: JSON → component value ([`to_val`]) and back ([`to_json`]), over every WIT
 //! type of the `types` guest.
 //!
-//! Input: the first byte picks the type, the rest is JSON text (inputs that are not JSON stop
-//! there: parsing is serde_json's, fuzzed upstream). Invariants, beyond "no panic":
+//! Input: the first byte picks the type, the rest is JSON text, parsed as every frontend parses
+//! it ([`super::arguments::parse`]: the strict parse, checked against serde_json's). Invariants, beyond "no panic":
 //!
 //! - a value that converts is one the type's derived (standard) JSON Schema accepts: the strict
 //!   conversion never admits what the advertised schema refuses;
@@ -21,7 +21,7 @@ pub fn check(data: &[u8]) {
     let Some((&selector, text)) = data.split_first() else {
         return;
     };
-    let Ok(value) = serde_json::from_slice::<Value>(text) else {
+    let Some(value) = super::arguments::parse(text) else {
         return;
     };
     let types = &fixture().types;

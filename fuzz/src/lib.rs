@@ -11,9 +11,11 @@
 //!
 //! - [`fixture`]: the `types` guest component, loaded once per process (WIT types, a runtime).
 //! - [`convert`]: JSON → component values and back, over every WIT type the guest uses.
-//! - [`arguments`]: the pipeline's argument check (size, JSON Schema, exact WIT types).
+//! - [`arguments`]: the strict JSON parse of arguments, then the pipeline's argument check (size,
+//!   JSON Schema, exact WIT types).
 //! - [`sse`]: the agent loop's server-sent-events reader and the turn it builds.
 //! - [`approval`]: approval handles and tokens, parsed and verified from untrusted strings.
+//! - [`mcp_frame`]: the check every MCP frame (stdio line, HTTP body) passes before rmcp.
 //! - [`config`]: `Config::parse` and everything derived from a parsed config without I/O.
 
 pub mod approval;
@@ -21,8 +23,16 @@ pub mod arguments;
 pub mod config;
 pub mod convert;
 pub mod fixture;
+pub mod mcp_frame;
 pub mod sse;
 
 /// Every target, by the name its `fuzz_targets/` file, its corpus directory and its regression
 /// directory carry.
-pub const TARGETS: &[&str] = &["convert", "arguments", "sse", "approval", "config"];
+pub const TARGETS: &[&str] = &[
+    "convert",
+    "arguments",
+    "sse",
+    "approval",
+    "config",
+    "mcp_frame",
+];

@@ -21,6 +21,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("sse", checks::sse::check),
     ("approval", checks::approval::check),
     ("config", checks::config::check),
+    ("mcp_frame", checks::mcp_frame::check),
 ];
 
 /// Fewest seed inputs a target's corpus may have.
@@ -95,6 +96,13 @@ fn approval_corpus() {
 #[test]
 fn config_corpus() {
     run("config");
+}
+
+/// Every `mcp_frame` seed and regression: each bad frame gets one JSON-RPC error line, no
+/// notification is answered, and repeated keys are marked only where they are.
+#[test]
+fn mcp_frame_corpus() {
+    run("mcp_frame");
 }
 
 /// Every fuzz target (`[[bin]]` of fuzz/Cargo.toml) has a check here, an entry file, a seed
