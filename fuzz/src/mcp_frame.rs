@@ -6,8 +6,9 @@
 //! - a trailing `\r` and a leading byte order mark change nothing, and a body is checked like a
 //!   line except that an empty one is a parse error;
 //! - every refusal is a JSON-RPC error with code -32700, -32600 or -32602, answered as exactly
-//!   one line that parses back to that error; a parse error carries `id: null`, any other id is a
-//!   string or an integer; no refusal names a host path;
+//!   one line that parses back to that error; a parse error carries `id: null`; an id it
+//!   carries is the frame's own, exactly as written, and one rmcp can correlate (a string or an
+//!   integer, float form such as `7.0` included); no refusal names a host path;
 //! - text that is not JSON (serde_json's lenient view) is a parse error;
 //! - a frame with no repeated key is never marked as repeating one, and a marked one is a
 //!   `tools/call` whose repeat is inside `params.arguments`;
@@ -63,6 +64,9 @@ pub fn check(data: &[u8]) {
             if unrepeated {
                 assert!(!e.message.contains("more than once"), "{e:?}");
             }
+            if let (Some(id), Some(v)) = (&e.id, &lenient) {
+                assert_eq!(Some(id), v.get("id"), "the answer carries another id");
+            }
             if let Some(v) = &lenient {
                 assert!(
                     !(unrepeated && well_formed_notification(v)),
@@ -103,10 +107,7 @@ fn refusal(e: &FrameError, input: &[u8]) {
         assert_eq!(e.id, None, "a parse error carries an id");
     }
     if let Some(id) = &e.id {
-        assert!(
-            id.is_string() || id.is_i64() || id.is_u64(),
-            "the answer's id {id}"
-        );
+        assert!(correlatable(id), "the answer's id {id}");
     }
     let line = e.answer_line();
     assert_eq!(line.last(), Some(&b'\n'));
@@ -118,6 +119,21 @@ fn refusal(e: &FrameError, input: &[u8]) {
     let root = repo_root().to_string_lossy().into_owned();
     if !String::from_utf8_lossy(input).contains(&root) {
         assert!(!e.message.contains(&root), "a host path: {}", e.message);
+    }
+}
+
+/// An id rmcp can correlate: a string, or an integer — written as one, or in float form (`7.0`,
+/// `1e2`) below 2^53, which rmcp's `RequestId` also reads as that integer.
+fn correlatable(id: &Value) -> bool {
+    match id {
+        Value::String(_) => true,
+        Value::Number(n) => {
+            n.is_i64()
+                || n.is_u64()
+                || n.as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)
+        }
+        _ => false,
     }
 }
 
