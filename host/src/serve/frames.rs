@@ -9,7 +9,7 @@
 //! | not JSON, a number past `f64` (`1e400`), a lone surrogate, invalid UTF-8, nested past [`MAX_DEPTH`] | `-32700`, `id: null` |
 //! | two `id` keys (which one would the answer carry?) | `-32700`, `id: null` |
 //! | longer than [`MAX_FRAME_BYTES`] (discarded while read, never buffered whole) | `-32600`, `id: null` |
-//! | JSON but not one request object (array, scalar, no or bad `jsonrpc`, `method` not a string, an `id` that is not a string or integer) | `-32600`, with the id when it can be read |
+//! | JSON but not one request object (array, scalar, no or bad `jsonrpc`, `method` not a string, an `id` that is not a string or an integer — rmcp also takes an integer written as a float below 2^53, like `7.0`, and the answer echoes it as written) | `-32600`, with the id when it can be read |
 //! | a repeated key anywhere but inside `tools/call`'s `params.arguments` | `-32600`, with the id |
 //! | `params` neither an object nor an array | `-32600`, with the id |
 //! | `params` an array, or an object a known method cannot take (`tools/call` without `name`, …) | `-32602`, with the id |
@@ -265,7 +265,8 @@ pub fn check_body(body: &[u8]) -> Result<Frame, FrameError> {
     check_frame(body)
 }
 
-/// The frame's `id`, when it has one rmcp can correlate: a string or an integer.
+/// The frame's `id`, when it has one rmcp can correlate: a string or an integer (rmcp also
+/// takes an integer written as a float below 2^53, e.g. `7.0`; it is echoed as written).
 fn read_id(obj: &Map<String, Value>) -> Result<Option<&Value>, FrameError> {
     match obj.get("id") {
         None => Ok(None),
