@@ -223,7 +223,14 @@ impl Registry {
             tools: Default::default(),
         };
         let mut reg = Registry::default();
-        reg.load_component(&config, &component, grants, Limits::default(), sandbox, None)?;
+        reg.load_component(
+            &config,
+            &component,
+            grants,
+            Limits::default(),
+            sandbox,
+            None,
+        )?;
         Ok(reg)
     }
 
