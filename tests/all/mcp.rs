@@ -427,14 +427,7 @@ pub(crate) struct Raw {
 
 impl Raw {
     pub(crate) fn start(config: &Path) -> Raw {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
-            .args(["serve", "--config"])
-            .arg(config)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = crate::support::serve_stdio(config);
         let stdin = child.stdin.take();
         Raw {
             lines: line_reader(child.stdout.take().unwrap()),

@@ -174,3 +174,16 @@ pub fn line_reader(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::R
     });
     rx
 }
+
+/// `toolhost serve --config CONFIG` over stdio, every pipe captured (the caller kills it).
+pub fn serve_stdio(config: &Path) -> std::process::Child {
+    use std::process::Stdio;
+    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
