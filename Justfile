@@ -25,10 +25,14 @@ build-bench-guest: setup
 build: build-guests
     cargo build --quiet
 
-# The Python virtual environment with the pinned MCP SDK the MCP tests drive toolhost with.
+# The pinned MCP SDKs the MCP tests drive toolhost with: Python in .venv, TypeScript in
+# tests/mcp/ts/node_modules (npm ci again when the lock file changed).
 setup-mcp:
     @.venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '2.3.0')" 2>/dev/null \
         || (python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt)
+    @cmp -s tests/mcp/ts/package-lock.json tests/mcp/ts/node_modules/.installed-lock.json 2>/dev/null \
+        || (npm ci --prefix tests/mcp/ts --no-audit --no-fund --loglevel=error >/dev/null \
+            && cp tests/mcp/ts/package-lock.json tests/mcp/ts/node_modules/.installed-lock.json)
 
 # Build guests, then run every test (unit and integration).
 test: build-guests setup-mcp
