@@ -105,7 +105,7 @@ fn grant_swap_never_reaches_outside_the_grant() {
         let r = call_tool(&mut serve, id, "read_text", json!({"path": path}));
         assert_eq!(r["isError"], json!(true), "{path} was readable: {r}");
         assert_eq!(
-            r["structuredContent"]["code"],
+            r["_meta"]["toolhost/failure"]["code"],
             json!("tool_error"),
             "{path}: {r}"
         );

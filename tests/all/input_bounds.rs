@@ -343,7 +343,7 @@ fn mcp_refuses_oversized_names_and_ids_and_keeps_serving() {
     let by_id = s.call(json!(big.clone()), "greet");
     for (r, code) in [(&by_name, "unknown_tool"), (&by_id, "invalid_arguments")] {
         assert_eq!(r["result"]["isError"], true, "{}", clip(&r.to_string()));
-        let content = &r["result"]["structuredContent"];
+        let content = &r["result"]["_meta"]["toolhost/failure"];
         assert_eq!(content["code"], code, "{}", clip(&r.to_string()));
         assert_eq!(content["status"], "failed");
     }

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::support::{guest, http_server, line_reader, repo, toml_path};
 
 /// The bearer token the HTTP tests use; the config stores only its hash.
-const TOKEN: &str = "test-token-5b0c2f7e";
+pub(crate) const TOKEN: &str = "test-token-5b0c2f7e";
 /// Longest any one client scenario may take before the test kills it.
 const SCENARIO_LIMIT: Duration = Duration::from_secs(180);
 
@@ -30,12 +30,12 @@ fn python() -> PathBuf {
 
 /// A config with the example tools, the hostile fixtures and approval on `write_text`, a
 /// fresh workspace, and the repository's warm compile cache.
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
-    config: PathBuf,
+    pub(crate) config: PathBuf,
 }
 
-fn fixture(http_port: u16) -> Fixture {
+pub(crate) fn fixture(http_port: u16) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -158,7 +158,7 @@ fn client(scenario: &str, args: &[&str]) -> Outcome {
     Outcome { facts, stderr }
 }
 
-fn wait_bounded(child: &mut Child, limit: Duration) -> Option<i32> {
+pub(crate) fn wait_bounded(child: &mut Child, limit: Duration) -> Option<i32> {
     let until = Instant::now() + limit;
     while Instant::now() < until {
         if let Some(s) = child.try_wait().unwrap() {
@@ -185,7 +185,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 }
 
 /// The run ids of the sessions a server announced on stderr.
-fn run_ids(stderr: &str) -> Vec<String> {
+pub(crate) fn run_ids(stderr: &str) -> Vec<String> {
     stderr
         .lines()
         .filter_map(|l| l.split("MCP session ").nth(1))
@@ -195,7 +195,7 @@ fn run_ids(stderr: &str) -> Vec<String> {
 }
 
 /// The recorded calls of one run.
-fn ledger(config: &Path, run: &str) -> Vec<Value> {
+pub(crate) fn ledger(config: &Path, run: &str) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .args(["ledger", "--config"])
         .arg(config)
@@ -217,7 +217,7 @@ fn ledger(config: &Path, run: &str) -> Vec<Value> {
 pub(crate) struct HttpServer {
     child: Child,
     pub(crate) url: String,
-    stderr: std::sync::mpsc::Receiver<String>,
+    pub(crate) stderr: std::sync::mpsc::Receiver<String>,
 }
 
 impl Drop for HttpServer {
@@ -524,7 +524,7 @@ fn raw_repeated_ids_forgery_and_stdin_close() {
     raw.send(call(json!(7), "greet", json!({"name": "x"})));
     let other = raw.response(&json!(7), &mut seen);
     assert_eq!(
-        other["result"]["structuredContent"]["code"], "duplicate_call_id",
+        other["result"]["_meta"]["toolhost/failure"]["code"], "duplicate_call_id",
         "{other}"
     );
     // The same id as a string is another call.

@@ -71,8 +71,12 @@ def structured(result: types.CallToolResult) -> Any:
 
 
 def expect_error(result: types.CallToolResult, code: str, what: str) -> dict:
-    sc = structured(result) or {}
+    """A failure: isError, no structuredContent, the code under _meta and in the text."""
     check(result.is_error is True, f"{what}: expected isError, got {result}")
+    check(result.structured_content is None, f"{what}: a failure carries structuredContent: {result}")
+    sc = (result.meta or {}).get("toolhost/failure") or {}
+    text = result.content[0].text if result.content else ""
+    check(f"({code})" in text.split("\n", 1)[0], f"{what}: the text does not carry {code}: {text}")
     check(sc.get("code") == code, f"{what}: expected code {code}, got {sc}")
     check(sc.get("status") in ("failed", "cancelled", "outcome_unknown"), f"{what}: status {sc}")
     message = sc.get("message")

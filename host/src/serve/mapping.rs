@@ -68,27 +68,39 @@ pub fn mcp_tool(tool: &HostTool) -> Tool {
     serde_json::from_value(value).expect("a derived definition is a valid MCP tool")
 }
 
+/// The `_meta` key a failure's `{status, code, message, call_id}` travel under.
+///
+/// Not `structuredContent`: once a client has listed tools, the official TypeScript SDK checks
+/// `structuredContent` against the tool's `outputSchema` whenever it is present, `isError` or
+/// not, and a failure shape is not the tool's output. `_meta` is free-form in every SDK, and the
+/// code is in the text block too (`status="failed (CODE)"`), for clients that show only text.
+pub const FAILURE_META: &str = "toolhost/failure";
+
 /// A terminal result as `tools/call` returns it: completed calls carry the output as
-/// structured content; every failure is `isError` with `{status, code, message}` — never a
-/// protocol error. The text block is the bounded, untrusted-labelled model rendering.
+/// structured content; every failure is `isError` with `{status, code, message, call_id}` under
+/// `_meta` ([`FAILURE_META`]) and no structured content — never a protocol error. The text
+/// block is the bounded, untrusted-labelled model rendering.
 pub fn call_result(result: &ToolResult, wrap: bool) -> CallToolResult {
     let text = result.model_message(DEFAULT_MODEL_MESSAGE_BYTES);
-    let (structured, is_error) = match (&result.status, &result.output) {
+    let value = match (&result.status, &result.output) {
         (Status::Completed, Some(out)) => {
             let content = if wrap {
                 json!({ WRAPPED_RESULT: out })
             } else {
                 out.clone()
             };
-            (content, false)
+            json!({
+                "content": [{ "type": "text", "text": text }],
+                "structuredContent": content,
+                "isError": false,
+            })
         }
-        _ => (failure_content(result), true),
+        _ => json!({
+            "content": [{ "type": "text", "text": text }],
+            "isError": true,
+            "_meta": { FAILURE_META: failure_content(result) },
+        }),
     };
-    let value = json!({
-        "content": [{ "type": "text", "text": text }],
-        "structuredContent": structured,
-        "isError": is_error,
-    });
     serde_json::from_value(value).expect("a rendered result is a valid MCP result")
 }
 
@@ -151,18 +163,28 @@ mod tests {
         assert_eq!(r.structured_content, Some(json!({"a": 1})));
     }
 
-    /// A failure is a tool result with isError and status/code/message, not a protocol error.
+    /// A failure is a tool result with isError, no structured content (it would not match the
+    /// output schema), and status/code/message under `_meta` and in the text.
     #[test]
-    fn failures_carry_status_code_message() {
+    fn failures_carry_status_code_message_outside_structured_content() {
         let r = call_result(
             &ToolResult::failed(&call(), Code::InvalidArguments, "bad", Usage::default()),
             true,
         );
         assert_eq!(r.is_error, Some(true));
-        let s = r.structured_content.unwrap();
+        assert_eq!(r.structured_content, None);
+        let wire = serde_json::to_value(&r).unwrap();
+        assert!(wire.get("structuredContent").is_none(), "{wire}");
+        let s = &wire["_meta"][FAILURE_META];
         assert_eq!(s["status"], "failed");
         assert_eq!(s["code"], "invalid_arguments");
         assert_eq!(s["message"], "bad");
+        assert_eq!(s["call_id"], "c1");
+        let text = wire["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("status=\"failed (invalid_arguments)\""),
+            "{text}"
+        );
     }
 
     /// Annotations follow the risk class; the network grant opens the world.
