@@ -20,6 +20,8 @@ mod input_bounds;
 mod json_schema_suite;
 mod mcp;
 mod mcp_frames;
+mod mcp_logging;
+mod mcp_ts;
 mod openai;
 mod pipeline;
 mod pool;

@@ -38,7 +38,7 @@ fn setup() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// A raw `toolhost serve` session over stdio, killed on drop.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
     stdin: ChildStdin,
     out: Receiver<String>,
@@ -47,7 +47,7 @@ struct Serve {
 }
 
 impl Serve {
-    fn start(config: &Path) -> Serve {
+    pub(crate) fn start(config: &Path) -> Serve {
         let mut child = crate::support::serve_stdio(config);
         let mut s = Serve {
             stdin: child.stdin.take().unwrap(),
@@ -71,14 +71,14 @@ impl Serve {
     }
 
     /// Write one frame and its newline.
-    fn frame(&mut self, bytes: &[u8]) {
+    pub(crate) fn frame(&mut self, bytes: &[u8]) {
         self.stdin.write_all(bytes).unwrap();
         self.stdin.write_all(b"\n").unwrap();
         self.stdin.flush().unwrap();
     }
 
     /// Every message up to the answer to `id`, and that answer.
-    fn until_answer(&mut self, id: &Value) -> (Vec<Value>, Value) {
+    pub(crate) fn until_answer(&mut self, id: &Value) -> (Vec<Value>, Value) {
         let until = Instant::now() + PATIENCE;
         let mut before = Vec::new();
         while Instant::now() < until {
@@ -152,7 +152,7 @@ fn error_of(v: &Value) -> (i64, Value) {
 
 /// A `tools/call` result that ended `invalid_arguments` naming the repeated key.
 fn assert_repeated_key_refused(answer: &Value) {
-    let sc = &answer["result"]["structuredContent"];
+    let sc = &answer["result"]["_meta"]["toolhost/failure"];
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     assert_eq!(sc["status"], "failed", "{answer}");
     assert_eq!(sc["code"], "invalid_arguments", "{answer}");
@@ -316,7 +316,8 @@ fn stdio_repeated_argument_keys_are_invalid_arguments() {
     let nested = r#"{"name": "x", "deep": {"a": 1, "a": 2}}"#;
     let (_, other) = s.greet(nested);
     assert_eq!(
-        other["result"]["structuredContent"]["message"], "the arguments repeat the key /deep/a",
+        other["result"]["_meta"]["toolhost/failure"]["message"],
+        "the arguments repeat the key /deep/a",
         "{other}"
     );
     let (_, ok) = s.greet(r#"{"name": "second"}"#);
@@ -449,6 +450,35 @@ fn http_bad_bodies_get_json_rpc_errors() {
     let (status, _, body) = server.post(greet(6, r#"{"name":"after"}"#).as_bytes(), Some(&session));
     assert_eq!(status, 200, "{body}");
     assert_eq!(greeting(&sse_message(&body, &json!(6))), "Hello, after!");
+}
+
+/// A POST whose body stalls after a few bytes is answered 408 once the body timeout (10 s)
+/// passes, instead of holding its connection for ever, and the server serves on meanwhile.
+#[test]
+fn http_slow_body_is_answered_408() {
+    let (_dir, config) = setup();
+    let server = Http::start(&config);
+    let mut slow = TcpStream::connect(&server.addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\"",
+        server.addr
+    );
+    let started = Instant::now();
+    slow.write_all(head.as_bytes()).unwrap();
+    let (status, _, _) = server.post(b"this is not JSON", None);
+    assert_eq!(status, 400, "the server serves while one body stalls");
+    let mut raw = Vec::new();
+    let _ = slow.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw);
+    assert!(raw.starts_with("HTTP/1.1 408"), "{raw}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(50),
+        "{waited:?}"
+    );
 }
 
 /// `toolhost call` refuses repeated argument keys as `invalid_arguments` (exit 1), naming the

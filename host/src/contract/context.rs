@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::hooks::{ApproverHandle, ProgressSink};
+use super::hooks::{ApproverHandle, LogSink, ProgressSink};
 
 /// Limits that span the calls of one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub struct RunContext {
     pub budgets: Budgets,
     /// Where a guest's live progress reports go, if the frontend wants them.
     pub progress: Option<ProgressSink>,
+    /// Where a guest's live log lines go, if the frontend wants them.
+    pub logs: Option<LogSink>,
     /// Whom to ask when a call needs approval and came without a token, if anyone.
     pub approver: Option<ApproverHandle>,
 }
@@ -47,6 +49,7 @@ impl RunContext {
             cancel: CancellationToken::new(),
             budgets: Budgets::default(),
             progress: None,
+            logs: None,
             approver: None,
         }
     }

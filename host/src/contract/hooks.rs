@@ -1,5 +1,5 @@
-//! What a frontend may hand the pipeline besides the call: a sink for a guest's live progress
-//! reports, and someone to ask when a call needs a human's approval.
+//! What a frontend may hand the pipeline besides the call: sinks for a guest's live progress
+//! reports and log lines, and someone to ask when a call needs a human's approval.
 //!
 //! Both are optional and both are the frontend's business: the pipeline never blocks on a
 //! progress sink (reports are dropped when it is full) and bounds how long it waits for an
@@ -19,21 +19,57 @@ pub struct GuestProgress {
     pub total: Option<u64>,
 }
 
-/// Where live progress reports go. Sending never blocks the guest: a full sink drops reports.
-#[derive(Debug, Clone)]
-pub struct ProgressSink(mpsc::Sender<GuestProgress>);
+/// One log line a guest wrote through the host interface, already bounded there
+/// (`sandbox::host_api`: at most 1 KiB, at most 256 reports per call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestLog {
+    pub level: GuestLogLevel,
+    pub message: String,
+}
 
-impl ProgressSink {
+/// A guest log line's severity, as the WIT `level` enum has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GuestLogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// Where a guest's live reports of one kind go. Sending never blocks the guest: a full or
+/// closed sink drops what is offered.
+#[derive(Debug)]
+pub struct Sink<T>(mpsc::Sender<T>);
+
+impl<T> Clone for Sink<T> {
+    fn clone(&self) -> Self {
+        Sink(self.0.clone())
+    }
+}
+
+impl<T> Sink<T> {
     /// A sink holding at most `capacity` reports not yet taken, and its receiving end.
-    pub fn channel(capacity: usize) -> (ProgressSink, mpsc::Receiver<GuestProgress>) {
+    pub fn channel(capacity: usize) -> (Sink<T>, mpsc::Receiver<T>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (ProgressSink(tx), rx)
+        (Sink(tx), rx)
     }
 
     /// Offer a report; dropped when the sink is full or closed.
-    pub fn offer(&self, report: GuestProgress) {
+    pub fn offer(&self, report: T) {
         let _ = self.0.try_send(report);
     }
+}
+
+/// Where live progress reports go (numbers only).
+pub type ProgressSink = Sink<GuestProgress>;
+/// Where live log lines go.
+pub type LogSink = Sink<GuestLog>;
+
+/// The live sinks of one call, each present only when the frontend wants it.
+#[derive(Debug, Clone, Default)]
+pub struct LiveSinks {
+    pub progress: Option<ProgressSink>,
+    pub logs: Option<LogSink>,
 }
 
 /// What a human is asked to approve: the exact call, as the approval will bind it.

@@ -17,7 +17,8 @@ use serde_json::Value;
 
 pub use context::{Budgets, RunContext};
 pub use hooks::{
-    ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestProgress, ProgressSink,
+    ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestLog, GuestLogLevel,
+    GuestProgress, LiveSinks, LogSink, ProgressSink, Sink,
 };
 pub use render::DEFAULT_MODEL_MESSAGE_BYTES;
 

@@ -230,7 +230,10 @@ impl Runtime {
                     tenant: &ctx.tenant,
                 },
                 &cancel,
-                ctx.progress.clone(),
+                crate::contract::LiveSinks {
+                    progress: ctx.progress.clone(),
+                    logs: ctx.logs.clone(),
+                },
             )
             .await
     }

@@ -8,7 +8,7 @@ use wasmtime::component::{ComponentExportIndex, InstancePre, ResourceTable, Val}
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi_http::WasiHttpCtx;
 
-use crate::contract::ProgressSink;
+use crate::contract::LiveSinks;
 
 use super::engine::{deadline_ticks, EPOCH_TICK};
 use super::grant::{build_wasi, Caller, Grant};
@@ -69,7 +69,7 @@ impl Sandbox {
         grant: &Grant,
         caller: Caller<'_>,
         cancel: &CancellationToken,
-        progress: Option<ProgressSink>,
+        live: LiveSinks,
     ) -> Execution {
         let started = Instant::now();
         let (wasi, captured) = match build_wasi(grant, caller, limits.output_bytes) {
@@ -83,7 +83,7 @@ impl Sandbox {
             hooks: HttpPolicy::new(grant.network.clone()),
             limiter: CallLimiter::new(limits),
             reports: Reports {
-                sink: progress,
+                live,
                 ..Reports::default()
             },
         };

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::contract::{GuestProgress, ProgressSink};
+use crate::contract::{GuestLog, GuestLogLevel, GuestProgress, LiveSinks};
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -43,9 +43,9 @@ pub struct Reports {
     pub dropped: u64,
     /// Whether any kept message was truncated.
     pub truncated: bool,
-    /// Where progress goes live (numbers only), besides being kept.
+    /// Where progress (numbers only) and kept log lines go live, besides being kept.
     #[serde(skip)]
-    pub sink: Option<ProgressSink>,
+    pub live: LiveSinks,
 }
 
 impl Reports {
@@ -74,7 +74,7 @@ impl Reports {
 
 impl Host for Reports {
     fn progress(&mut self, done: u64, total: Option<u64>, message: String) {
-        if let Some(sink) = &self.sink {
+        if let Some(sink) = &self.live.progress {
             sink.offer(GuestProgress { done, total });
         }
         if self.kept.len() >= MAX_REPORTS_PER_CALL {
@@ -94,14 +94,24 @@ impl Host for Reports {
             self.dropped += 1;
             return;
         }
-        let level = match level {
-            Level::Debug => "debug",
-            Level::Info => "info",
-            Level::Warn => "warn",
-            Level::Error => "error",
+        let (name, live_level) = match level {
+            Level::Debug => ("debug", GuestLogLevel::Debug),
+            Level::Info => ("info", GuestLogLevel::Info),
+            Level::Warn => ("warn", GuestLogLevel::Warn),
+            Level::Error => ("error", GuestLogLevel::Error),
         };
         let message = self.bounded(message);
-        self.push(Report::Log { level, message });
+        // Only kept lines go live, so the live stream is bounded exactly as the record is.
+        if let Some(sink) = &self.live.logs {
+            sink.offer(GuestLog {
+                level: live_level,
+                message: message.clone(),
+            });
+        }
+        self.push(Report::Log {
+            level: name,
+            message,
+        });
     }
 }
 
@@ -129,5 +139,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Kept log lines go live, bounded copies at their level; lines past the cap do not.
+    #[test]
+    fn only_kept_log_lines_go_live() {
+        let (sink, mut rx) = crate::contract::LogSink::channel(1024);
+        let mut r = Reports {
+            live: LiveSinks {
+                progress: None,
+                logs: Some(sink),
+            },
+            ..Reports::default()
+        };
+        r.log(Level::Warn, "x".repeat(5000));
+        for _ in 0..MAX_REPORTS_PER_CALL {
+            r.log(Level::Debug, "more".into());
+        }
+        let first = rx.try_recv().unwrap();
+        assert_eq!(first.level, GuestLogLevel::Warn);
+        assert_eq!(first.message.len(), MAX_REPORT_MESSAGE_BYTES);
+        let mut rest = 0;
+        while rx.try_recv().is_ok() {
+            rest += 1;
+        }
+        assert_eq!(rest, MAX_REPORTS_PER_CALL - 1, "only kept lines go live");
     }
 }

@@ -8,6 +8,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+#[allow(deprecated)] // MCP logging: see super::logging
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
@@ -21,6 +23,7 @@ use tokio_util::task::TaskTracker;
 use super::config::Identity;
 use super::elicit::ElicitingApprover;
 use super::frames::RepeatedArgumentKey;
+use super::logging::{LogForwarder, SessionLevel};
 use super::mapping::{call_result, mcp_tool, output_is_object};
 use super::progress::Forwarder;
 use crate::contract::{ApproverHandle, Code, ToolCall, ToolResult, Usage};
@@ -50,6 +53,8 @@ pub struct Session {
     identity: OnceLock<Identity>,
     /// Cancelled when the session ends: every in-flight call of the session is cancelled.
     cancel: CancellationToken,
+    /// The client's `logging/setLevel`: guest log lines at or above it are forwarded.
+    log_level: SessionLevel,
     _end: DropGuard,
 }
 
@@ -69,6 +74,7 @@ impl Session {
             shared,
             run_id,
             identity: lock,
+            log_level: SessionLevel::default(),
             _end: cancel.clone().drop_guard(),
             cancel,
         }
@@ -114,8 +120,13 @@ pub fn call_id(id: &RequestId) -> String {
 }
 
 impl ServerHandler for Session {
+    #[allow(deprecated)] // MCP logging: see super::logging
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
             .with_server_info(rmcp::model::Implementation::new(
                 "toolhost",
@@ -128,6 +139,21 @@ impl ServerHandler for Session {
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
         std::borrow::Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    /// `logging/setLevel`: from now on, guest log lines at or above `level` are forwarded as
+    /// `notifications/message` (none before the first call of it).
+    #[allow(deprecated)] // MCP logging: see super::logging
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Err(why) = self.identity(&cx) {
+            return Err(ErrorData::invalid_request(why, None));
+        }
+        self.log_level.set(request.level);
+        Ok(())
     }
 
     async fn list_tools(
@@ -199,6 +225,16 @@ impl ServerHandler for Session {
             ctx.progress = Some(sink);
             f
         });
+        let logs = (self.log_level.get().is_some()).then(|| {
+            let (sink, f) = LogForwarder::start(
+                cx.peer.clone(),
+                self.log_level.clone(),
+                call.name.clone(),
+                call.call_id.clone(),
+            );
+            ctx.logs = Some(sink);
+            f
+        });
         let token = approval_token(&request, &cx);
         // notifications/cancelled for this request cancels this call only.
         let call_cancel = ctx.cancel.clone();
@@ -213,8 +249,11 @@ impl ServerHandler for Session {
             });
             let result = runtime.run_call(&ctx, &call, token.as_deref()).await;
             watch.abort();
-            drop(ctx); // closes the progress sink
+            drop(ctx); // closes the progress and log sinks
             if let Some(f) = forwarder {
+                f.finish().await;
+            }
+            if let Some(f) = logs {
                 f.finish().await;
             }
             result

@@ -21,6 +21,7 @@ pub mod elicit;
 pub mod frames;
 pub mod handler;
 pub mod http;
+pub mod logging;
 pub mod mapping;
 pub mod progress;
 pub mod stdio;
