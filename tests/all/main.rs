@@ -26,5 +26,6 @@ mod openai;
 mod pipeline;
 mod pool;
 mod resources;
+mod schema_portability;
 mod support;
 mod types;

@@ -63,6 +63,44 @@ async fn compounds_round_trip() {
     assert_eq!(r.output, Some(other), "{r:?}");
 }
 
+/// The rest of WIT: results without payloads, lists of tuples, a tuple holding a list, an
+/// optional list — each round-trips, and a tuple of the wrong length or order is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remaining_types_round_trip() {
+    let (_d, rt) = rt();
+    let values = [
+        json!({"done": {"ok": null}, "checked": {"ok": null}, "counted": {"ok": 7},
+               "pairs": [["a", 0], ["b", 255]], "triple": [true, "✓", [-32768, 32767]],
+               "maybe-list": [-1, 2]}),
+        json!({"done": {"err": null}, "checked": {"err": "no"}, "counted": {"err": null},
+               "pairs": [], "triple": [false, "x", []], "maybe-list": null}),
+    ];
+    for v in values {
+        let r = run(&rt, "echo_rest", json!({"v": v.clone()})).await;
+        assert_eq!(r.status, Status::Completed, "{r:?}");
+        assert_eq!(r.output, Some(v));
+    }
+    let good = a_rest();
+    for (field, bad) in [
+        ("triple", json!([true, "x"])),
+        ("triple", json!(["x", true, []])),
+        ("triple", json!([true, "x", [], 1])),
+        ("pairs", json!([["a", 256]])),
+        ("done", json!({"ok": 1})),
+        ("counted", json!({"ok": null})),
+    ] {
+        let mut v = good.clone();
+        v[field] = bad.clone();
+        let r = run(&rt, "echo_rest", json!({"v": v})).await;
+        assert_eq!(r.code, Some(Code::InvalidArguments), "{field}={bad}: {r:?}");
+    }
+}
+
+fn a_rest() -> Value {
+    json!({"done": {"ok": null}, "checked": {"ok": null}, "counted": {"ok": 7},
+           "pairs": [["a", 0]], "triple": [true, "x", []], "maybe-list": null})
+}
+
 /// Values that do not fit are refused before the guest runs, naming where and what.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mismatches_are_invalid_arguments() {
@@ -164,7 +202,9 @@ fn schemas_match_the_mapping() {
         json!({"type": "string", "enum": ["red", "green", "blue"]})
     );
     assert_eq!(v["properties"]["perms"]["uniqueItems"], json!(true));
-    assert_eq!(v["properties"]["pair"]["items"], json!(false));
+    // A tuple is closed by its length, not by a bare `items: false` (strict clients refuse it).
+    assert!(v["properties"]["pair"].get("items").is_none());
+    assert_eq!(v["properties"]["pair"]["maxItems"], json!(2));
     assert_eq!(v["properties"]["pair"]["minItems"], json!(2));
     assert_eq!(
         v["properties"]["maybe"]["anyOf"][0],

@@ -5,7 +5,7 @@ wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::example::types::tools::{Colour, Compound, Guest, Scalars};
+use exports::example::types::tools::{Colour, Compound, Guest, Rest, Scalars};
 
 struct Types;
 
@@ -14,6 +14,9 @@ impl Guest for Types {
         v
     }
     fn echo_compound(v: Compound) -> Compound {
+        v
+    }
+    fn echo_rest(v: Rest) -> Rest {
         v
     }
     fn sqrt(x: f64) -> f64 {

@@ -7,6 +7,9 @@
 //!   one object schema: properties per name, `required` united, and for any other keyword the
 //!   later (narrower) value wins.
 //! - `oneOf` becomes `anyOf`; `const` becomes a one-value `enum`.
+//! - A tuple (`prefixItems`, which strict providers refuse) is advertised as an array of its
+//!   length whose `items` is `anyOf` its element schemas: wider than the tuple (order is not
+//!   said), never narrower.
 //! - Kept: `type`, `properties`, `required`, `additionalProperties`, `items`, `enum`, `anyOf`,
 //!   `description`, `title`, `default`, `minimum`, `maximum`, `exclusiveMinimum`,
 //!   `exclusiveMaximum`, `minLength`, `maxLength`, `pattern`, `minItems`, `maxItems`.
@@ -75,6 +78,11 @@ fn convert(schema: &Value, depth: usize) -> Value {
             "items" => {
                 out.insert(k.clone(), convert(v, depth + 1));
             }
+            "prefixItems" if !merged.contains_key("items") => {
+                if let Some(list) = v.as_array() {
+                    out.insert("items".into(), tuple_items(list, depth + 1));
+                }
+            }
             "additionalProperties" if v.is_object() => {
                 out.insert(k.clone(), convert(v, depth + 1));
             }
@@ -94,6 +102,22 @@ fn convert(schema: &Value, depth: usize) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// The one `items` schema a tuple is advertised with: its element schemas, each once, as
+/// `anyOf` (the schema itself when there is only one).
+fn tuple_items(elements: &[Value], depth: usize) -> Value {
+    let mut distinct: Vec<Value> = Vec::new();
+    for e in elements {
+        let c = convert(e, depth);
+        if !distinct.contains(&c) {
+            distinct.push(c);
+        }
+    }
+    match distinct.len() {
+        1 => distinct.remove(0),
+        _ => serde_json::json!({ "anyOf": distinct }),
+    }
 }
 
 /// Merge an object schema's `allOf` members into it, recursively, later members winning.
@@ -193,14 +217,17 @@ mod tests {
         );
     }
 
-    /// `oneOf` becomes `anyOf`, `const` a one-value enum, and tuple keywords are dropped.
+    /// `oneOf` becomes `anyOf`, `const` a one-value enum, and a tuple an array whose items are
+    /// any of its element schemas.
     #[test]
     fn unsupported_keywords_are_mapped_or_dropped() {
         let p = provider_schema(&json!({
             "type": "object",
             "properties": {
                 "v": {"oneOf": [{"const": "a"}, {"type": "null"}]},
-                "t": {"type": "array", "prefixItems": [{"type": "string"}], "minItems": 1}
+                "t": {"type": "array", "prefixItems": [{"type": "string"}], "minItems": 1},
+                "u": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}, {"type": "string"}],
+                      "minItems": 3, "maxItems": 3}
             }
         }));
         assert_eq!(
@@ -209,7 +236,12 @@ mod tests {
         );
         assert_eq!(
             p["properties"]["t"],
-            json!({"type": "array", "minItems": 1})
+            json!({"type": "array", "items": {"type": "string"}, "minItems": 1})
+        );
+        assert_eq!(
+            p["properties"]["u"],
+            json!({"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                   "minItems": 3, "maxItems": 3})
         );
     }
 

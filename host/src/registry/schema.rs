@@ -121,8 +121,10 @@ pub fn type_schema(ty: &Type, at: &str) -> Result<Value, UnsupportedType> {
                 .enumerate()
                 .map(|(i, ty)| type_schema(&ty, &format!("{at}[{i}]")))
                 .collect::<Result<Vec<_>, _>>()?;
+            // `minItems` = `maxItems` = n closes the tuple without a bare `items: false`,
+            // which strict clients (MCP Inspector `--strict`) refuse as a boolean schema.
             let n = items.len();
-            json!({"type": "array", "prefixItems": items, "items": false, "minItems": n, "maxItems": n})
+            json!({"type": "array", "prefixItems": items, "minItems": n, "maxItems": n})
         }
         Type::Variant(v) => {
             let mut one_of = Vec::new();
