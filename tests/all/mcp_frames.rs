@@ -350,15 +350,28 @@ impl Http {
 
     /// POST `body` to /mcp; the status, the session id header and the body.
     fn post(&self, body: &[u8], session: Option<&str>) -> (u16, Option<String>, String) {
+        self.post_as(&self.addr, None, body, session)
+    }
+
+    /// The same with this `Host` header and, when given, this `Origin` header.
+    fn post_as(
+        &self,
+        host: &str,
+        origin: Option<&str>,
+        body: &[u8],
+        session: Option<&str>,
+    ) -> (u16, Option<String>, String) {
         let mut sock = TcpStream::connect(&self.addr).unwrap();
         sock.set_read_timeout(Some(PATIENCE)).unwrap();
         let mut head = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
              Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
              Connection: close\r\n",
-            self.addr,
             body.len()
         );
+        if let Some(o) = origin {
+            head.push_str(&format!("Origin: {o}\r\n"));
+        }
         if let Some(s) = session {
             head.push_str(&format!(
                 "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
@@ -383,6 +396,51 @@ impl Http {
                 .then(|| v.trim().to_string())
         });
         (status, session, body.to_string())
+    }
+}
+
+/// DNS rebinding (the conformance suite's `dns-rebinding-protection`): a foreign `Host` or
+/// `Origin` is 403, and so is another local page (another port); the server's own origin, under
+/// any loopback name, is served.
+#[test]
+fn http_admits_its_own_origin_and_refuses_every_other() {
+    let (_dir, config) = setup();
+    let http = Http::start(&config);
+    let port = http.addr.rsplit(':').next().unwrap().to_string();
+    let init = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"o","version":"0"}}}"#;
+    let other_port = if port == "1" { "2" } else { "1" };
+    let cases: [(String, Option<String>, u16); 7] = [
+        (http.addr.clone(), None, 200),
+        (
+            http.addr.clone(),
+            Some(format!("http://127.0.0.1:{port}")),
+            200,
+        ),
+        (
+            format!("localhost:{port}"),
+            Some(format!("http://localhost:{port}")),
+            200,
+        ),
+        (
+            http.addr.clone(),
+            Some(format!("http://127.0.0.1:{other_port}")),
+            403,
+        ),
+        (
+            http.addr.clone(),
+            Some("http://evil.example.com".into()),
+            403,
+        ),
+        (http.addr.clone(), Some("null".into()), 403),
+        (
+            "evil.example.com".into(),
+            Some("http://evil.example.com".into()),
+            403,
+        ),
+    ];
+    for (host, origin, want) in cases {
+        let (status, _, body) = http.post_as(&host, origin.as_deref(), init, None);
+        assert_eq!(status, want, "Host {host}, Origin {origin:?}: {body}");
     }
 }
 

@@ -6,7 +6,8 @@
 //! principal = "local"                 # stdio identity (default "local")
 //! tenant = "default"                  # (default "default")
 //! allowed_hosts = ["localhost", "127.0.0.1", "::1"]   # HTTP Host allowlist (this default)
-//! allowed_origins = []                # browser origins; empty: any Origin header is refused
+//! allowed_origins = []                # browser origins; besides them only the server's own
+//!                                     # (loopback bind) pass an Origin check
 //!
 //! [[serve.token]]
 //! sha256 = "9f86d0…"                  # hex SHA-256 of the bearer token, never the token
@@ -31,8 +32,9 @@ pub struct ServeConfig {
     /// stops DNS rebinding. Default: loopback names only.
     #[serde(default = "default_hosts")]
     pub allowed_hosts: Vec<String>,
-    /// Browser origins (scheme://host[:port]) allowed to call. Empty (the default): a request
-    /// that carries any `Origin` header is refused.
+    /// Browser origins (scheme://host[:port]) allowed to call. Besides them, only the server's
+    /// own origin on a loopback bind passes (`http::own_origins`); empty (the default): any
+    /// other `Origin` header is refused.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
     /// Bearer tokens HTTP accepts, each bound to an identity. With none, HTTP binds loopback only.

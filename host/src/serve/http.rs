@@ -63,15 +63,14 @@ pub async fn serve_http(
         .map_err(|e| ServeError::Bind(addr, e))?;
     on_bound(bound);
 
-    let mut rmcp_config = StreamableHttpServerConfig::default()
+    let mut origins = config.allowed_origins.clone();
+    origins.extend(own_origins(bound));
+    let rmcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(config.allowed_hosts.clone())
         .with_cancellation_token(shutdown.child_token())
-        .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES);
-    rmcp_config = if config.allowed_origins.is_empty() {
-        rmcp_config.enforce_origin_validation()
-    } else {
-        rmcp_config.with_allowed_origins(config.allowed_origins.clone())
-    };
+        .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation();
     let fixed_identity = config.tokens.is_empty().then(|| config.local_identity());
     let factory_shared = shared.clone();
     let service = StreamableHttpService::new(
@@ -115,6 +114,21 @@ pub async fn serve_http(
             }
         });
     }
+}
+
+/// The server's own origins on a loopback bind: `http://` + each loopback name + the bound
+/// port. Only this server answers on that port and it serves no pages, so no page but its own
+/// can carry one of these; a DNS-rebinding page carries its own name, another local page
+/// another port. Nothing on any other bind.
+fn own_origins(bound: SocketAddr) -> Vec<String> {
+    if !bound.ip().is_loopback() {
+        return Vec::new();
+    }
+    let port = bound.port();
+    ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .map(|host| format!("http://{host}:{port}"))
+        .collect()
 }
 
 /// An accepted connection made ready to serve: `TCP_NODELAY`, because a response is several
@@ -236,6 +250,23 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A loopback bind admits its own origins (every loopback name, its port) and no other.
+    #[test]
+    fn own_origins_are_the_loopback_names_at_the_bound_port() {
+        let o = own_origins("127.0.0.1:4242".parse().unwrap());
+        assert_eq!(
+            o,
+            [
+                "http://127.0.0.1:4242",
+                "http://localhost:4242",
+                "http://[::1]:4242"
+            ]
+        );
+        assert_eq!(own_origins("[::1]:1".parse().unwrap()).len(), 3);
+        assert!(own_origins("0.0.0.0:4242".parse().unwrap()).is_empty());
+        assert!(own_origins("192.0.2.1:4242".parse().unwrap()).is_empty());
+    }
 
     /// Every connection the listener hands to hyper has Nagle's algorithm off.
     #[tokio::test]
