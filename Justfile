@@ -34,9 +34,21 @@ setup-mcp:
         || (npm ci --prefix tests/mcp/ts --no-audit --no-fund --loglevel=error >/dev/null \
             && cp tests/mcp/ts/package-lock.json tests/mcp/ts/node_modules/.installed-lock.json)
 
-# Build guests, then run every test (unit and integration).
+# The MCP Inspector CLI (--strict) over every config's tools/list; any finding fails.
+inspect: build setup-mcp
+    bash tests/mcp/inspect/run.sh
+
+# The official MCP conformance suite against `toolhost serve --http` (expected-failures.yml
+# lists the scenarios that do not apply to a tools-only server; docs/mcp.md says why).
+conformance: build setup-mcp
+    bash tests/mcp/conformance/run.sh
+
+# Build guests, then run every test (unit and integration), then the MCP Inspector's strict
+# schema check and the official conformance suite against the binary the tests built.
 test: build-guests setup-mcp
     cargo test --workspace -- --test-threads 4
+    bash tests/mcp/inspect/run.sh
+    bash tests/mcp/conformance/run.sh
 
 # Seconds each target runs in `just fuzz` (`just fuzz_secs=600 fuzz`).
 fuzz_secs := "60"
