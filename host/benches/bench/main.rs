@@ -11,6 +11,7 @@
 //! - `setup`: configs and component copies.
 //! - `procs`: figures that need the real binary (MCP over stdio, cold start).
 
+mod http;
 mod procs;
 mod setup;
 mod stats;
@@ -512,6 +513,9 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     // 5. MCP over stdio
     let (mcp_seq, mcp_par) = procs::mcp_stdio(&normal, plan.mcp_calls, 16).await;
     let mcp_seq = mcp_seq.against(&floor);
+    let mcp_http = http::mcp_http_sequential(&normal, plan.mcp_calls)
+        .await
+        .against(&mcp_seq);
 
     // 6. cold start
     let one = setup::copies_config(dir, 1);
@@ -555,6 +559,11 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
             format!("{:.2}×", rates[1].1 / single),
         ),
         (
+            "MCP over HTTP ≤ 2.0 × MCP over stdio, sequential".to_string(),
+            mcp_http.median / mcp_seq.median <= 2.0,
+            format!("{:.2}×", mcp_http.median / mcp_seq.median),
+        ),
+        (
             "cold start, warm cache, 1 component ≤ 20 ms".to_string(),
             warm1.median <= 20.0,
             format!("{:.1} ms", warm1.median),
@@ -596,6 +605,7 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         floor_scaling,
         mcp_seq,
         mcp_par,
+        mcp_http,
         cold1,
         warm1,
         cold10,

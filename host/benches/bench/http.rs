@@ -1,0 +1,174 @@
+//! MCP over Streamable HTTP: `tools/call add` round trips through `toolhost serve --http` on one
+//! kept-alive connection, with a minimal HTTP/1.1 client (the figure is the server's, so the
+//! client does as little as it can: one write per request, a chunked-body reader).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::Command;
+
+use crate::stats::{micros, Figure};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_toolhost");
+/// The longest one answer may take.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Sequential `tools/call add` over HTTP, one connection kept alive; per-request latency.
+pub async fn mcp_http_sequential(config: &Path, calls: usize) -> Figure {
+    let mut child = Command::new(BINARY)
+        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("toolhost serve --http starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let addr = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let line = stderr.next_line().await.expect("stderr reads");
+            let line = line.expect("toolhost serve --http announces its address");
+            if let Some(url) = line.split("serving MCP on ").nth(1) {
+                let url = url.trim().trim_start_matches("http://");
+                break url.trim_end_matches("/mcp").to_string();
+            }
+        }
+    })
+    .await
+    .expect("the address within 60 s");
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+
+    let stream = TcpStream::connect(&addr).await.expect("connects");
+    stream.set_nodelay(true).expect("nodelay");
+    let mut conn = Conn {
+        addr,
+        session: None,
+        io: BufReader::new(stream),
+    };
+    let (_, session) = conn
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}}}),
+        )
+        .await;
+    conn.session = Some(session.expect("a session id"));
+    conn.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let call = |id: usize| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "add", "arguments": {"a": id, "b": 1}}})
+    };
+    for id in 1..=20 {
+        conn.post(&call(id)).await;
+    }
+    let mut samples = Vec::with_capacity(calls);
+    for i in 0..calls {
+        let t = Instant::now();
+        let (body, _) = conn.post(&call(1000 + i)).await;
+        samples.push(micros(t.elapsed()));
+        let answer = answer_in(&body);
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    }
+    drop(conn);
+    let _ = child.kill().await;
+    Figure::of(
+        "mcp_http_sequential",
+        "µs",
+        &samples,
+        "tools/call add through toolhost serve --http, one kept-alive connection, one at a time",
+    )
+}
+
+struct Conn {
+    addr: String,
+    session: Option<String>,
+    io: BufReader<TcpStream>,
+}
+
+impl Conn {
+    /// One POST; the body (de-chunked) and the session id header, if any.
+    async fn post(&mut self, message: &Value) -> (String, Option<String>) {
+        let body = message.to_string();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        if let Some(s) = &self.session {
+            head.push_str(&format!(
+                "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
+            ));
+        }
+        head.push_str("\r\n");
+        head.push_str(&body);
+        self.io
+            .get_mut()
+            .write_all(head.as_bytes())
+            .await
+            .expect("the request is written");
+        tokio::time::timeout(PATIENCE, read_response(&mut self.io))
+            .await
+            .expect("an answer within 60 s")
+    }
+}
+
+/// Status line and headers, then a chunked or sized body.
+async fn read_response<R: AsyncBufRead + Unpin>(io: &mut R) -> (String, Option<String>) {
+    let mut status = String::new();
+    io.read_line(&mut status).await.expect("a status line");
+    assert!(
+        status.starts_with("HTTP/1.1 2"),
+        "an HTTP success: {status}"
+    );
+    let (mut chunked, mut length, mut session) = (false, 0usize, None);
+    loop {
+        let mut line = String::new();
+        io.read_line(&mut line).await.expect("a header");
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (k, v) = line.split_once(':').expect("a header line");
+        let (k, v) = (k.to_ascii_lowercase(), v.trim());
+        match k.as_str() {
+            "transfer-encoding" => chunked = v.eq_ignore_ascii_case("chunked"),
+            "content-length" => length = v.parse().expect("a length"),
+            "mcp-session-id" => session = Some(v.to_string()),
+            _ => {}
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            io.read_line(&mut size).await.expect("a chunk size");
+            let size = usize::from_str_radix(size.trim(), 16).expect("a hex chunk size");
+            let mut chunk = vec![0; size + 2];
+            io.read_exact(&mut chunk).await.expect("a chunk");
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        body.resize(length, 0);
+        io.read_exact(&mut body).await.expect("the body");
+    }
+    (String::from_utf8(body).expect("UTF-8"), session)
+}
+
+/// The JSON-RPC answer in an SSE body.
+fn answer_in(body: &str) -> Value {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id").is_some() && v.get("method").is_none())
+        .unwrap_or_else(|| panic!("no answer in {body}"))
+}
