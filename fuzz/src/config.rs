@@ -12,8 +12,8 @@
 use std::path::Path;
 use std::time::Instant;
 
+use toolhost::config::engine_settings;
 use toolhost::policy::Policy;
-use toolhost::registry::engine_settings;
 use toolhost::runtime::guards::RateLimiter;
 use toolhost::sandbox::{
     Limits, MAX_DEADLINE_MS, MAX_FUEL, MAX_MEMORY_BYTES, MAX_OUTPUT_BYTES, MAX_TABLE_ELEMENTS,

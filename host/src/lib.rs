@@ -8,18 +8,20 @@
 //!
 //! # Layout
 //!
-//! - [`contract`]: `ToolCall`, `ToolResult`, status and codes — the vocabulary.
-//! - [`registry`]: config + components → tools; WIT → JSON Schema; JSON ↔ component values.
+//! - [`contract`]: `ToolCall`, `ToolResult`, status and codes, risk — the vocabulary.
+//! - [`registry`]: components → tools; WIT → JSON Schema; JSON ↔ component values.
 //! - [`sandbox`]: engine, limits, WASI context from a grant, network policy, executor.
 //! - [`policy`]: authorization rules and approval tokens.
 //! - [`ledger`]: admission, replay, terminal outcomes and the audit trail (SQLite).
 //! - [`runtime`]: the pipeline over the registry and the sandbox.
 //! - [`serve`]: MCP over stdio and Streamable HTTP.
 //! - [`agent`]: the bounded agent loop against an OpenAI-compatible endpoint.
+//! - [`config`]: the config file: every section checked, then a [`Runtime`] built from it.
 //! - [`cli`]: the `toolhost` command line (`main.rs` only parses and calls it).
 
 pub mod agent;
 pub mod cli;
+pub mod config;
 pub mod contract;
 pub mod ledger;
 pub mod policy;
@@ -28,8 +30,9 @@ pub mod runtime;
 pub mod sandbox;
 pub mod serve;
 
-pub use contract::{Budgets, Code, RunContext, Status, ToolCall, ToolResult, Usage};
-pub use registry::config::{Config, Risk, ToolName};
+pub use config::Config;
+pub use contract::{Budgets, Code, Risk, RunContext, Status, ToolCall, ToolResult, Usage};
+pub use registry::config::ToolName;
 pub use registry::{Registry, RegistryError, Tool, ToolDefinition};
 pub use runtime::{Diagnostics, Runtime};
 pub use sandbox::{EpochMode, Grant, Limits, Sandbox};

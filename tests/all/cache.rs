@@ -1,9 +1,25 @@
 //! Compiled components are cached on disk: the second load deserializes instead of compiling.
 
 use toolhost::registry::Origin;
-use toolhost::{Config, EpochMode, Registry, Sandbox};
+use toolhost::{Config, EpochMode};
 
 use crate::support::{guest, temp_config, toml_path};
+
+/// Checking a config compiles in memory and writes nothing, not even the data directory.
+#[test]
+fn checking_writes_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("data");
+    let (_d, cfg) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n",
+        toml_path(&dir),
+        toml_path(&guest("template"))
+    ));
+    let config = Config::load(&cfg).unwrap();
+    let checked = toolhost::config::check(&config, EpochMode::Manual).unwrap();
+    assert_eq!(checked.registry.origins[0].1, Origin::Compiled);
+    assert!(!dir.exists(), "checking created the data directory");
+}
 
 /// A fresh data directory compiles; a restart with the same engine settings loads the cache.
 #[test]
@@ -15,13 +31,11 @@ fn second_load_comes_from_the_cache() {
         toml_path(&guest("template"))
     ));
     let config = Config::load(&cfg).unwrap();
+    // Checking reads the cache and writes nothing; saving writes what was compiled.
     let load = || {
-        let sandbox = Sandbox::new(
-            toolhost::registry::engine_settings(&config),
-            EpochMode::Manual,
-        )
-        .unwrap();
-        Registry::load(&config, &sandbox).unwrap().origins[0].1
+        let mut checked = toolhost::config::check(&config, EpochMode::Manual).unwrap();
+        checked.registry.save_cache();
+        checked.registry.origins[0].1
     };
     assert_eq!(load(), Origin::Compiled);
     let cached: Vec<_> = std::fs::read_dir(data.path().join("cache"))
@@ -41,13 +55,11 @@ fn corrupt_cache_entry_is_recompiled() {
         toml_path(&guest("template"))
     ));
     let config = Config::load(&cfg).unwrap();
+    // Checking reads the cache and writes nothing; saving writes what was compiled.
     let load = || {
-        let sandbox = Sandbox::new(
-            toolhost::registry::engine_settings(&config),
-            EpochMode::Manual,
-        )
-        .unwrap();
-        Registry::load(&config, &sandbox).unwrap().origins[0].1
+        let mut checked = toolhost::config::check(&config, EpochMode::Manual).unwrap();
+        checked.registry.save_cache();
+        checked.registry.origins[0].1
     };
     assert_eq!(load(), Origin::Compiled);
     let entry = std::fs::read_dir(data.path().join("cache"))

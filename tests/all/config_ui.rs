@@ -1,39 +1,159 @@
-//! Bad configs get errors that name what is wrong and how to fix it: each
-//! `tests/ui/invalid/X.toml` fails to load, through the real binary with exit status 2, with
-//! every line of `X.expected` in the message.
+//! The config's face. Every `tests/ui/invalid/X.toml` is refused by the real binary with exit
+//! status 2 and exactly the error text in `X.expected` (the repository's path shown as `$REPO`),
+//! and leaves its data directory uncreated. `TOOLHOST_BLESS=1 cargo test config_ui` rewrites the
+//! `.expected` files from what the binary prints; review the diff before committing it.
+//!
+//! `tests/ui/valid/maximal.toml` sets every key there is, and must check clean.
+
+use std::path::{Path, PathBuf};
 
 use crate::support::{repo, toolhost};
 
-/// Every invalid config is refused with its expected message.
+/// The data directory a config names (default `.toolhost`), resolved against its file.
+fn data_dir(config: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(config).unwrap();
+    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
+    let dir = table
+        .get("data_dir")
+        .and_then(|v| v.as_str())
+        .unwrap_or(".toolhost");
+    config.parent().unwrap().join(dir)
+}
+
+/// The binary's stderr with the repository's path (and its canonical form) as `$REPO`.
+fn normalized(stderr: &str) -> String {
+    let mut out = stderr.to_string();
+    for root in [repo(), repo().canonicalize().unwrap()] {
+        out = out.replace(&root.display().to_string(), "$REPO");
+    }
+    out
+}
+
+/// Every invalid config is refused with exactly its expected text, nothing created.
 #[test]
-fn invalid_configs_are_refused_with_their_message() {
+fn invalid_configs_are_refused_with_their_whole_message() {
     crate::support::guest("template");
     crate::support::guest("ungranted");
+    let bless = std::env::var_os("TOOLHOST_BLESS").is_some();
     let dir = repo().join("tests/ui/invalid");
-    let mut seen = 0;
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     entries.sort();
-    for path in entries
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-    {
-        let expected = std::fs::read_to_string(path.with_extension("expected"))
-            .unwrap_or_else(|_| panic!("{} has no .expected file", path.display()));
+    let mut failures = Vec::new();
+    for path in &entries {
+        let data = data_dir(path);
+        assert!(
+            !data.exists(),
+            "{}: its data_dir {} exists before the run, so the test could not tell",
+            path.display(),
+            data.display()
+        );
         let out = toolhost(&["tools", "--config", path.to_str().unwrap()]);
+        let created = data.exists();
+        if created {
+            let _ = std::fs::remove_dir_all(&data);
+        }
+        assert!(
+            !created,
+            "{}: the refused config created {}",
+            path.display(),
+            data.display()
+        );
         assert_eq!(out.status, 2, "{}: {}", path.display(), out.stderr);
         assert!(out.stdout.is_empty(), "{}: {}", path.display(), out.stdout);
-        for line in expected.lines().filter(|l| !l.is_empty()) {
+        let got = normalized(&out.stderr);
+        let file = path.with_extension("expected");
+        if bless {
+            std::fs::write(&file, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&file).unwrap_or_else(|_| {
+            panic!(
+                "{} has no .expected file; run with TOOLHOST_BLESS=1 to write it",
+                path.display()
+            )
+        });
+        if got != want {
+            failures.push(format!(
+                "{}:\n--- expected\n{want}--- got\n{got}",
+                path.display()
+            ));
+        }
+    }
+    assert!(
+        entries.len() >= 20,
+        "only {} invalid configs",
+        entries.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every `.expected` file has its config (a renamed case leaves no stale expectation).
+#[test]
+fn every_expectation_has_a_config() {
+    let dir = repo().join("tests/ui/invalid");
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|e| e == "expected") {
             assert!(
-                out.stderr.contains(line),
-                "{}: expected {line:?} in:\n{}",
-                path.display(),
-                out.stderr
+                p.with_extension("toml").is_file(),
+                "{} has no config",
+                p.display()
             );
         }
-        seen += 1;
     }
-    assert!(seen >= 10, "only {seen} invalid configs found");
+}
+
+/// The maximal config (every key set) checks clean, writes nothing, and its effective settings
+/// show what it set and every default.
+#[test]
+fn the_maximal_config_checks_clean() {
+    crate::support::guest("template");
+    crate::support::guest("fs-tools");
+    let path = repo().join("tests/ui/valid/maximal.toml");
+    let data = data_dir(&path);
+    assert!(!data.exists(), "{} exists before the run", data.display());
+    let out = toolhost(&["check-config", "--config", path.to_str().unwrap()]);
+    let created = data.exists();
+    if created {
+        let _ = std::fs::remove_dir_all(&data);
+    }
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!created, "check-config created {}", data.display());
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["limits"]["fuel"], 1_000_000_000u64, "{v}");
+    assert_eq!(v["run"]["max_concurrent_calls"], 8, "{v}");
+    assert_eq!(v["agent"]["terminal_tool"], "say_hello", "{v}");
+    assert_eq!(
+        v["serve"]["allowed_origins"][0], "https://app.example.com",
+        "{v}"
+    );
+    assert_eq!(v["ledger"]["synchronous"], "full", "{v}");
+    let tools = v["tools"].as_array().unwrap();
+    let hello = tools.iter().find(|t| t["name"] == "say_hello").unwrap();
+    assert_eq!(hello["needs_approval"], true, "{hello}");
+    assert_eq!(hello["limits"]["deadline_ms"], 500, "{hello}");
+}
+
+/// Without a config's own settings, check-config prints every default.
+#[test]
+fn check_config_makes_defaults_explicit() {
+    crate::support::guest("template");
+    let (_d, cfg) = crate::support::temp_config(&format!(
+        "[[component]]\npath = {}\n",
+        crate::support::toml_path(&crate::support::guest("template"))
+    ));
+    let out = toolhost(&["check-config", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["agent"]["max_steps"], 16, "{v}");
+    assert_eq!(v["run"]["max_concurrent_calls"], 64, "{v}");
+    assert_eq!(v["policy"]["default"], "allow", "{v}");
+    assert_eq!(v["policy"]["approval"]["ttl_secs"], 900, "{v}");
+    assert_eq!(v["serve"]["principal"], "local", "{v}");
+    assert!(v["limits"]["memory_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert!(!cfg.parent().unwrap().join(".toolhost").exists());
 }

@@ -220,7 +220,7 @@ fn grants_over_the_hosts_own_files_are_refused() {
         ),
         ("", ".", "ro", "data directory"),
         (
-            "data_dir = \"state\"\n[policy]\napproval = { key_file = \"keys/approval.key\" }\n",
+            "data_dir = \"state\"\n[policy]\ndefault = \"allow\"\napproval = { key_file = \"keys/approval.key\" }\n",
             "keys",
             "ro",
             "approval key",

@@ -18,6 +18,7 @@ mod host_memory;
 mod hostile;
 mod input_bounds;
 mod json_schema_suite;
+mod layering;
 mod mcp;
 mod mcp_frames;
 mod mcp_logging;

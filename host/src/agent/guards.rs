@@ -5,8 +5,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::contract::ConfigProblem;
+
+/// The smallest `tool_message_bytes`: room for the frame a result is rendered in and a line of
+/// its content.
+pub const MIN_TOOL_MESSAGE_BYTES: usize = 256;
+
 /// `[agent]`: how long and how far a run may go.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentConfig {
     /// Model requests per run; the first is step 1.
@@ -53,6 +59,57 @@ impl Default for AgentConfig {
 }
 
 impl AgentConfig {
+    /// Every problem of the `[agent]` section (and of the flags that override it): a guard of 0
+    /// would end every run before it starts. Whether `terminal_tool` names a configured tool is
+    /// checked once the tools are known (`crate::config`).
+    pub fn validate(&self, problems: &mut Vec<ConfigProblem>) {
+        let mut zero = |key: &str, what: &str| {
+            problems.push(ConfigProblem::new(
+                format!("agent.{key}"),
+                format!("is 0, so {what}; give at least 1 (or leave it out for the default)"),
+            ))
+        };
+        if self.max_steps == 0 {
+            zero("max_steps", "no model request could be made");
+        }
+        if self.max_tool_calls == 0 {
+            zero("max_tool_calls", "no tool could be called");
+        }
+        if self.max_calls_per_tool == Some(0) {
+            zero("max_calls_per_tool", "no tool could be called");
+        }
+        if self.deadline_secs == 0 {
+            zero("deadline_secs", "every run would be out of time at once");
+        }
+        if self.max_tokens == Some(0) {
+            zero("max_tokens", "no model request could be made");
+        }
+        if self.repeat_limit == 0 {
+            zero("repeat_limit", "no call could be made even once");
+        }
+        if self.tool_message_bytes < MIN_TOOL_MESSAGE_BYTES {
+            problems.push(ConfigProblem::new(
+                "agent.tool_message_bytes",
+                format!(
+                    "is {}, too small for even the result frame; give at least \
+                     {MIN_TOOL_MESSAGE_BYTES} (the default is {})",
+                    self.tool_message_bytes,
+                    crate::contract::DEFAULT_MODEL_MESSAGE_BYTES
+                ),
+            ));
+        }
+        if self
+            .terminal_tool
+            .as_deref()
+            .is_some_and(|t| t.trim().is_empty())
+        {
+            problems.push(ConfigProblem::new(
+                "agent.terminal_tool",
+                "is empty; name a configured tool, or leave it out",
+            ));
+        }
+    }
+
     pub fn deadline(&self) -> Duration {
         Duration::from_secs(self.deadline_secs)
     }

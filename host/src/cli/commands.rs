@@ -36,6 +36,24 @@ pub(super) async fn run(command: Command) -> ExitCode {
                 Err(e) => usage_error(&e),
             }
         }
+        Command::CheckConfig { config } => {
+            let loaded = match crate::Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => return usage_error(&e),
+            };
+            match crate::config::check(&loaded, EpochMode::Manual) {
+                Ok(checked) => {
+                    warn(&checked.registry);
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&loaded.effective(&checked.registry))
+                            .expect("settings serialize")
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage_error(&e),
+            }
+        }
         Command::Call {
             config,
             identity,

@@ -84,6 +84,16 @@ pub(super) async fn agent_run(
     if args.no_stream {
         guards.stream = false;
     }
+    // The flags are held to the section's rules.
+    let mut problems = Vec::new();
+    guards.validate(&mut problems);
+    if !problems.is_empty() {
+        for p in problems {
+            let flag = p.key.trim_start_matches("agent.").replace('_', "-");
+            eprintln!("toolhost: --{flag}: {}", p.message);
+        }
+        return ExitCode::from(EXIT_USAGE);
+    }
     let api_key = match &args.api_key_env {
         None => None,
         Some(var) => match std::env::var(var) {
@@ -114,6 +124,12 @@ pub(super) async fn agent_run(
         Err(e) => return usage_error(&e),
     };
     warn(&rt.registry);
+    if let Some(t) = &args.terminal_tool {
+        if rt.registry.get(t).is_none() {
+            eprintln!("toolhost: --terminal-tool {t:?} is not a configured tool");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     let options = agent::ProviderOptions {
         stream: guards.stream,
         max_retries: guards.max_retries,

@@ -48,6 +48,13 @@ pub enum Command {
     },
     /// Load one component and print the tool definitions derived from it, or what is wrong.
     Check { component: PathBuf },
+    /// Check a config file through its components without writing anything, and print the
+    /// effective settings (every default explicit) and each tool as JSON; exit 2 with every
+    /// problem found, each at its key, when it is not usable.
+    CheckConfig {
+        #[arg(long, default_value = "toolhost.toml")]
+        config: PathBuf,
+    },
     /// Run one call and print its result as JSON. Exit 0 only when it completed.
     Call {
         #[arg(long, default_value = "toolhost.toml")]

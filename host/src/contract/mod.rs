@@ -9,7 +9,9 @@ pub mod bounds;
 mod context;
 pub mod frame;
 mod hooks;
+mod problem;
 mod render;
+mod risk;
 pub mod strict_json;
 
 use serde::{Deserialize, Serialize};
@@ -20,7 +22,9 @@ pub use hooks::{
     ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestLog, GuestLogLevel,
     GuestProgress, LiveSinks, LogSink, ProgressSink, Sink,
 };
+pub use problem::ConfigProblem;
 pub use render::DEFAULT_MODEL_MESSAGE_BYTES;
+pub use risk::{ApprovalMode, Risk};
 
 /// A call proposed by a model: which tool, correlated by which id, with which arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,8 +13,9 @@ use super::audit::{
 };
 use super::codec::{decode_result, status_str, to_sql_u64};
 use super::error::check_key;
-use super::{digest_bytes, now_ms, Ledger, LedgerError};
-use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
+use super::outcome::{close_call, Outcome};
+use super::{now_ms, Ledger, LedgerError};
+use crate::contract::ToolResult;
 
 /// The model-safe message of a call that recovery closed.
 pub const OUTCOME_UNKNOWN_MESSAGE: &str =
@@ -287,79 +288,6 @@ impl Ledger {
         tx.commit()?;
         Ok(())
     }
-
-    /// Close every call a previous process left `admitted` or `started` as `outcome_unknown`
-    /// (no code, [`OUTCOME_UNKNOWN_MESSAGE`]), with a `recover` event each, and return their
-    /// `(run_id, call_id)` in admission order. Such a call is never run again: admitting it
-    /// again replays the `outcome_unknown` result.
-    ///
-    /// Call it at startup, before serving, and only when no other live process writes to this
-    /// ledger file: it cannot tell a call that a dead host left open from one that another
-    /// host is running right now.
-    ///
-    /// It reads only the calls admitted since the last recovery left its watermark (the first
-    /// call it had to leave open, or the end of the ledger), so a long ledger starts as fast
-    /// as a short one.
-    pub fn recover(&self) -> Result<Vec<(String, String)>, LedgerError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let now = now_ms();
-        let watermark: i64 = tx
-            .prepare_cached("SELECT value FROM meta WHERE key = 'recovered_below'")?
-            .query_row([], |row| row.get(0))
-            .optional()?
-            .unwrap_or(0);
-        let open: Vec<(i64, String, String, String, String, Option<String>)> = tx
-            .prepare_cached(
-                "SELECT seq, run_id, call_id, tool, state, owner FROM calls
-                 WHERE seq >= ?1 AND state <> 'finished' ORDER BY seq",
-            )?
-            .query_map([watermark], |row| {
-                Ok((
-                    row.get(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                    row.get(5)?,
-                ))
-            })?
-            .collect::<Result<_, _>>()?;
-        let mut next_watermark: i64 = tx
-            .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM calls")?
-            .query_row([], |row| row.get(0))?;
-        let mut closed = Vec::with_capacity(open.len());
-        let mut dead = std::collections::HashSet::new();
-        for (seq, run_id, call_id, tool, state, owner) in open {
-            // A call whose host still holds its lease is running, not lost.
-            if let Some(owner) = &owner {
-                if self.lease.is_alive(owner) {
-                    next_watermark = next_watermark.min(seq);
-                    continue;
-                }
-                dead.insert(owner.clone());
-            }
-            let result = outcome_unknown(&call_id, tool);
-            let outcome = Outcome::of(&result)?;
-            let detail = format!(
-                "the host stopped while this call was {state}; closed as outcome_unknown, \
-                 never re-run"
-            );
-            let lines = event_lines([(now, "recover", "outcome_unknown", detail.as_str())])?;
-            close_call(&tx, &run_id, &call_id, &result, &outcome, now, &lines)?;
-            closed.push((run_id, call_id));
-        }
-        tx.prepare_cached(
-            "INSERT INTO meta (key, value) VALUES ('recovered_below', ?1)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        )?
-        .execute([next_watermark])?;
-        tx.commit()?;
-        for owner in dead {
-            self.lease.forget(&owner);
-        }
-        Ok(closed)
-    }
 }
 
 /// What a call is admitted under: its id and the caller's digest of `{tool, arguments}`.
@@ -483,27 +411,8 @@ fn record_line(result: &ToolResult, outcome: &Outcome, now: i64) -> Result<Strin
     )])
 }
 
-/// The result recovery records for a call the host lost track of.
-fn outcome_unknown(call_id: &str, tool: String) -> ToolResult {
-    let call = ToolCall {
-        call_id: call_id.to_owned(),
-        name: tool,
-        arguments: serde_json::Value::Null,
-    };
-    // Built from the contract's constructor so that fields added later get their defaults.
-    let mut result = ToolResult::failed(
-        &call,
-        Code::HostError,
-        OUTCOME_UNKNOWN_MESSAGE,
-        Usage::default(),
-    );
-    result.status = Status::OutcomeUnknown;
-    result.code = None;
-    result
-}
-
 /// The state of a call, if it was admitted.
-fn call_state(
+pub(super) fn call_state(
     conn: &Connection,
     run_id: &str,
     call_id: &str,
@@ -512,83 +421,4 @@ fn call_state(
         .prepare_cached("SELECT state FROM calls WHERE run_id = ?1 AND call_id = ?2")?
         .query_row(params![run_id, call_id], |row| row.get(0))
         .optional()?)
-}
-
-/// What a terminal result stores besides itself: its JSON for replay, the output's digest and
-/// size, and the content-free summary for the `record` event. Computed before the ledger's
-/// lock is taken.
-struct Outcome {
-    result_json: String,
-    output: Option<(String, u64)>,
-    detail: String,
-}
-
-impl Outcome {
-    fn of(result: &ToolResult) -> Result<Outcome, LedgerError> {
-        let output = match &result.output {
-            Some(out) => {
-                // The same bytes and digest as `ToolResult::ledger_summary`.
-                let bytes = serde_json::to_vec(out)?;
-                Some((digest_bytes(&bytes), bytes.len() as u64))
-            }
-            None => None,
-        };
-        let code = result.code.map(|c| c.as_str()).unwrap_or("none");
-        let detail = match &output {
-            Some((digest, size)) => format!("code {code}; output sha256 {digest}, {size} bytes"),
-            None => format!("code {code}; no output"),
-        };
-        Ok(Outcome {
-            result_json: serde_json::to_string(result)?,
-            output,
-            detail,
-        })
-    }
-}
-
-/// Write the outcome of an admitted call, mark it finished and append `lines` to its events,
-/// in one statement; `AlreadyFinished` (and no change) if it has one, `UnknownCall` if it was
-/// never admitted.
-fn close_call(
-    conn: &Connection,
-    run_id: &str,
-    call_id: &str,
-    result: &ToolResult,
-    outcome: &Outcome,
-    now: i64,
-    lines: &str,
-) -> Result<(), LedgerError> {
-    let u = &result.usage;
-    let changed = conn
-        .prepare_cached(
-            "UPDATE calls SET state = 'finished', status = ?3, code = ?4, message = ?5,
-                 diagnostic_id = ?6, output_digest = ?7, output_size = ?8, fuel_consumed = ?9,
-                 wall_ms = ?10, memory_peak_bytes = ?11, output_bytes = ?12, result_json = ?13,
-                 finished_at_ms = ?14, events = events || ?15
-             WHERE run_id = ?1 AND call_id = ?2 AND state <> 'finished'",
-        )?
-        .execute(params![
-            run_id,
-            call_id,
-            status_str(result.status),
-            result.code.map(|c| c.as_str()),
-            result.message,
-            result.diagnostic_id,
-            outcome.output.as_ref().map(|(d, _)| d.as_str()),
-            outcome.output.as_ref().map(|(_, n)| to_sql_u64(*n)),
-            to_sql_u64(u.fuel_consumed),
-            to_sql_u64(u.wall_ms),
-            to_sql_u64(u.memory_peak_bytes),
-            to_sql_u64(u.output_bytes),
-            outcome.result_json,
-            now,
-            lines,
-        ])?;
-    if changed == 1 {
-        return Ok(());
-    }
-    match call_state(conn, run_id, call_id)? {
-        None => Err(LedgerError::unknown(run_id, call_id)),
-        Some(_) => Err(LedgerError::finished(run_id, call_id)),
-    }
 }

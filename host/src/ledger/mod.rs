@@ -57,8 +57,11 @@
 mod admission;
 mod audit;
 mod codec;
+mod config;
 mod error;
 mod lease;
+mod outcome;
+mod recovery;
 mod schema;
 mod tokens;
 
@@ -78,6 +81,7 @@ pub use admission::{Admission, Opening, OUTCOME_UNKNOWN_MESSAGE};
 pub use audit::{
     CallRecord, CallState, EventRecord, PendingEvent, TranscriptEntry, MAX_APPENDED_EVENTS_CHARS,
 };
+pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;
 
 /// How long a statement waits for another connection's write lock before failing.

@@ -1,5 +1,7 @@
 //! Unit tests for the ledger: admission, exactly-once outcomes, recovery, durability across a
 //! reopen, single-use tokens, concurrency, audit order and the no-content default.
+//!
+//! Longer than 500 lines: it is nothing but tests, one per guarantee of the ledger.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};

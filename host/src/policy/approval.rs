@@ -42,6 +42,8 @@
 //! as mismatched, wrong-principal, expired or reused: a forgery is always `approval_invalid`.
 //! The model sees the code and a fixed message per code ([`ApprovalFailure::message`]); the
 //! reason for the operator goes to the ledger.
+//!
+//! Longer than 500 lines: 280 of them are its unit tests, kept beside the code they test (the code is 492 lines).
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -55,8 +57,9 @@ use super::canonical::canonical_json;
 use super::config::DEFAULT_TTL_SECS;
 use super::keyfile::{self, KEY_LEN};
 use super::{PolicyError, Subject};
+pub use crate::contract::ApprovalMode;
 use crate::contract::Code;
-use crate::registry::config::Risk;
+use crate::contract::Risk;
 
 /// Domain separation for approval digests and MACs.
 pub const APPROVAL_DOMAIN: &str = "toolhost.approval.v2";
@@ -64,19 +67,6 @@ pub const APPROVAL_DOMAIN: &str = "toolhost.approval.v2";
 /// Clock difference tolerated between the host that asked and the one that mints or verifies,
 /// when refusing expiries further out than the TTL. Expiry itself is never stretched.
 pub const CLOCK_SKEW_SECS: u64 = 60;
-
-/// Whether a tool's calls need a human approval (per-tool `approval = "…"` in the config).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalMode {
-    /// Every call needs an approval.
-    Required,
-    /// No call needs an approval, even for a `destructive` tool.
-    Never,
-    /// Only calls of `destructive` tools need an approval.
-    #[default]
-    Default,
-}
 
 /// Whether a call to a tool with this mode and risk needs a human approval.
 pub fn needs_approval(mode: ApprovalMode, risk: Risk) -> bool {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::registry::config::Risk;
+use crate::contract::Risk;
 
 /// The approval key's file name in the data directory, when `key_file` is not given.
 pub const DEFAULT_KEY_FILE_NAME: &str = "approval.key";
@@ -35,7 +35,7 @@ impl Effect {
 }
 
 /// The `[policy]` section.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     /// What happens to a call no rule matches: `"deny"` (the default once the section exists)
@@ -66,7 +66,7 @@ fn any() -> Vec<String> {
 }
 
 /// One `[[policy.rule]]`: which subjects and tools it covers, and under which constraints.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
     /// A name for the ledger's decision reason (default: `rule[N]`).
@@ -93,7 +93,7 @@ pub struct RuleConfig {
 
 /// One `[[policy.rule.constraint]]` over one argument of the validated input. Every check given
 /// must hold; `{principal}` and `{tenant}` in a check are replaced by the caller's.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConstraintConfig {
     /// A top-level argument name (`"path"`) or a JSON pointer (`"/target/path"`).
@@ -118,7 +118,7 @@ fn default_ttl() -> u64 {
 }
 
 /// `[policy.approval]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalConfig {
     /// The host's approval key, relative to the config file's directory; created (mode 0600,

@@ -15,6 +15,8 @@
 //! same form is required of the prefix itself at load (one trailing `/` allowed, meaning a
 //! directory). The comparison is lexical: it does not follow symlinks, and it is
 //! case-sensitive.
+//!
+//! Longer than 500 lines: 205 of them are its unit tests, kept beside the code they test (the code is 359 lines).
 
 use serde_json::Value;
 

@@ -50,6 +50,8 @@
 //! token the call carries is `"{handle}.{mac}"`. A token that fails says why with its own code
 //! (`approval_invalid`, `_wrong_principal`, `_mismatch`, `_expired`, `_reused`).
 //! `approval.rs` documents the exact formats and the order of the checks.
+//!
+//! Longer than 500 lines: 303 of them are its unit tests, kept beside the code they test (the code is 366 lines).
 
 mod approval;
 mod canonical;
@@ -75,8 +77,9 @@ pub use config::{
 pub use keyfile::KEY_LEN;
 
 use crate::contract::{Code, RunContext};
-use crate::registry::config::Risk;
+use crate::contract::{ConfigProblem, Risk};
 use constraint::Outcome;
+pub use rules::glob_matches_any;
 use rules::Rule;
 
 /// The model-facing message of every refusal: it reveals nothing of the policy.
@@ -97,6 +100,14 @@ pub enum PolicyError {
 }
 
 impl PolicyError {
+    /// This error as a config problem at its field (`policy` when it has none).
+    pub fn into_problem(self) -> ConfigProblem {
+        match self {
+            PolicyError::Config { field, message } => ConfigProblem::new(field, message),
+            other => ConfigProblem::new("policy", other.to_string()),
+        }
+    }
+
     pub(crate) fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
         PolicyError::Config {
             field: field.into(),
@@ -319,6 +330,25 @@ pub fn approval_key_path(
     match config.and_then(|c| c.approval.key_file.as_ref()) {
         Some(file) => base_dir.join(file),
         None => data_dir.join(DEFAULT_KEY_FILE_NAME),
+    }
+}
+
+/// Every problem of a `[policy]` section, without I/O: each rule on its own, then the section as
+/// a whole (a policy that denies every call), then the approval settings.
+pub fn validate(config: &PolicyConfig, problems: &mut Vec<ConfigProblem>) {
+    let before = problems.len();
+    for (i, r) in config.rules.iter().enumerate() {
+        if let Err(e) = Rule::compile(r, i) {
+            problems.push(e.into_problem());
+        }
+    }
+    if problems.len() == before {
+        if let Err(e) = Policy::from_config(config, Path::new("")) {
+            problems.push(e.into_problem());
+        }
+    }
+    if let Err(e) = check_approval(&config.approval) {
+        problems.push(e.into_problem());
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::config::{Effect, RuleConfig};
 use super::constraint::{Constraint, Outcome};
 use super::{PolicyError, Subject};
-use crate::registry::config::Risk;
+use crate::contract::Risk;
 
 /// Characters that make a pattern a glob rather than a literal name.
 const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\', '!', '^'];
@@ -77,6 +77,15 @@ impl Globs {
 
     fn matches(&self, s: &str) -> bool {
         self.set.is_match(s)
+    }
+}
+
+/// Whether a rule's tool pattern (as a rule compiles it) matches any of `tools`; a pattern that
+/// does not compile matches nothing.
+pub fn glob_matches_any(pattern: &str, tools: &[&str]) -> bool {
+    match Globs::compile(&[pattern.to_string()], "", true) {
+        Ok(g) => tools.iter().any(|t| g.matches(t)),
+        Err(_) => false,
     }
 }
 

@@ -35,19 +35,56 @@ pub fn load_component(
     bytes: &[u8],
     dir: Option<&Path>,
 ) -> wasmtime::Result<(Component, Origin)> {
+    let (component, unsaved) = load_unsaved(engine, bytes, dir)?;
+    let origin = match unsaved {
+        Some(u) => {
+            u.save();
+            Origin::Compiled
+        }
+        None => Origin::Cached,
+    };
+    Ok((component, origin))
+}
+
+/// A compiled component the cache does not hold yet.
+pub struct Unsaved {
+    component: Component,
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl Unsaved {
+    /// Write it to the cache (creating the directory); a failure is ignored.
+    pub fn save(self) {
+        let _ = store(&self.component, &self.dir, &self.path);
+    }
+}
+
+/// [`load_component`] without writing: a component compiled here comes back with what
+/// [`Unsaved::save`] will store, so nothing is written before the caller decides to.
+pub fn load_unsaved(
+    engine: &Engine,
+    bytes: &[u8],
+    dir: Option<&Path>,
+) -> wasmtime::Result<(Component, Option<Unsaved>)> {
     let path = dir.map(|d| d.join(format!("{}.cwasm", cache_key(engine, bytes))));
     if let Some(p) = &path {
         if p.is_file() {
             if let Ok(c) = deserialize(engine, p) {
-                return Ok((c, Origin::Cached));
+                return Ok((c, None));
             }
         }
     }
     let component = Component::new(engine, bytes)?;
-    if let (Some(p), Some(d)) = (&path, dir) {
-        let _ = store(&component, d, p);
-    }
-    Ok((component, Origin::Compiled))
+    let unsaved = match (path, dir) {
+        (Some(path), Some(dir)) => Some(Unsaved {
+            component: component.clone(),
+            dir: dir.to_path_buf(),
+            path,
+        }),
+        _ => None,
+    };
+    Ok((component, unsaved))
 }
 
 #[allow(unsafe_code)]

@@ -1,53 +1,17 @@
-//! `toolhost.toml`: which components, which capabilities, which limits.
+//! The `[[component]]` section of `toolhost.toml`: which components, which capabilities, which
+//! limits (the whole file is `crate::config::Config`).
 //!
 //! Parsing is strict (`deny_unknown_fields`), names and addresses are validated newtypes whose
 //! errors say how to fix the value, and every default is the safe one: no filesystem, no network,
 //! no name lookup.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::registry::RegistryError;
-use crate::sandbox::{HostPort, Limits, LimitsOverride};
-
-/// The whole configuration file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// Where the host keeps its own state (compile cache, later the ledger), relative to the
-    /// config file. Default `.toolhost`.
-    #[serde(default)]
-    pub data_dir: Option<PathBuf>,
-    /// Limits every tool gets unless it overrides them.
-    #[serde(default)]
-    pub limits: LimitsOverride,
-    /// Limits across the calls of a run and of a host.
-    #[serde(default)]
-    pub run: crate::runtime::guards::RunLimitsConfig,
-    /// How the ledger stores what happened.
-    #[serde(default)]
-    pub ledger: LedgerConfig,
-    /// Who may call what. Without this section every principal may call every tool.
-    #[serde(default)]
-    pub policy: Option<crate::policy::PolicyConfig>,
-    /// How `toolhost serve` identifies MCP callers.
-    #[serde(default)]
-    pub serve: crate::serve::ServeConfig,
-    /// Bounds of `toolhost agent` runs.
-    #[serde(default)]
-    pub agent: crate::agent::AgentConfig,
-    /// The components to load.
-    #[serde(default, rename = "component")]
-    pub components: Vec<ComponentConfig>,
-    /// The directory relative paths are resolved against (the config file's directory).
-    #[serde(skip)]
-    pub base_dir: PathBuf,
-    /// The file this config was read from (no grant may reach it).
-    #[serde(skip)]
-    pub file: Option<PathBuf>,
-}
+pub use crate::contract::{ApprovalMode, Risk};
+use crate::sandbox::{HostPort, LimitsOverride};
 
 /// One component and the tools it exports.
 #[derive(Debug, Clone, Deserialize)]
@@ -91,7 +55,7 @@ pub struct ToolConfig {
     pub network: Option<NetworkGrant>,
     /// Whether a human must approve each call (default: only for `destructive` tools).
     #[serde(default)]
-    pub approval: crate::policy::ApprovalMode,
+    pub approval: ApprovalMode,
     /// Operator refinements of the derived schemas; they can only narrow them.
     #[serde(default)]
     pub refine: Refinement,
@@ -107,42 +71,6 @@ pub struct Refinement {
     /// Narrows the output schema.
     #[serde(default)]
     pub output: Option<serde_json::Value>,
-}
-
-/// The `[ledger]` section.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LedgerConfig {
-    /// `normal` (default: WAL, durable across process crashes) or `full` (also across power loss).
-    #[serde(default)]
-    pub synchronous: Synchronous,
-    /// Record argument content in the audit trail (default false: digests and sizes only).
-    #[serde(default)]
-    pub record_content: bool,
-}
-
-/// SQLite durability level.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Synchronous {
-    #[default]
-    Normal,
-    Full,
-}
-
-/// How much harm a tool can do; drives approval defaults and client hints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Risk {
-    /// Reads only; no effect outside the call.
-    #[default]
-    Read,
-    /// Changes state the operator granted (e.g. writes files).
-    Write,
-    /// Talks to the outside world.
-    External,
-    /// Can destroy data.
-    Destructive,
 }
 
 /// A directory on the host made visible to the guest.
@@ -258,58 +186,5 @@ impl TryFrom<String> for GuestPath {
 impl GuestPath {
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-}
-
-/// The default data directory, relative to the config file.
-pub const DEFAULT_DATA_DIR: &str = ".toolhost";
-
-impl Config {
-    /// Read and parse a config file; relative paths in it resolve against its directory.
-    pub fn load(path: &Path) -> Result<Config, RegistryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::ConfigRead {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let base = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let mut config = Config::parse(&text, base).map_err(|message| RegistryError::Config {
-            path: path.to_path_buf(),
-            message,
-        })?;
-        config.file = Some(path.to_path_buf());
-        Ok(config)
-    }
-
-    /// Parse config text; `base_dir` is where relative paths resolve.
-    pub fn parse(text: &str, base_dir: &Path) -> Result<Config, String> {
-        let mut config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
-        config.base_dir = base_dir.to_path_buf();
-        config.limits.validate("limits")?;
-        config.run.validate()?;
-        for (i, c) in config.components.iter().enumerate() {
-            c.limits.validate(&format!("component[{i}].limits"))?;
-            for (export, t) in &c.tools {
-                t.limits
-                    .validate(&format!("component[{i}].tools.{export}.limits"))?;
-            }
-        }
-        Ok(config)
-    }
-
-    /// The data directory, resolved.
-    pub fn data_dir(&self) -> PathBuf {
-        self.base_dir.join(
-            self.data_dir
-                .as_deref()
-                .unwrap_or(Path::new(DEFAULT_DATA_DIR)),
-        )
-    }
-
-    /// The file-wide default limits.
-    pub fn default_limits(&self) -> Limits {
-        Limits::default().with(&self.limits)
     }
 }

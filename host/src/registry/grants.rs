@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use crate::sandbox::{check_caller_name, DirGrant, DirSource, Grant, HostDir, PathPart};
 
-use super::config::{ComponentConfig, Config, FsGrant, FsMode, NetworkGrant};
+use super::config::{ComponentConfig, FsGrant, FsMode, NetworkGrant};
+use super::LoadSpec;
 use super::RegistryError;
 
 /// The grants of one component: the component's own, and each tool's that replaces it.
@@ -33,13 +34,19 @@ struct Site {
     writable: bool,
 }
 
-/// Open and check every grant of `config`. Nothing is loaded or created before this succeeds.
-pub fn resolve_all(config: &Config) -> Result<Vec<ComponentGrants>, RegistryError> {
+/// Open and check every grant of `spec`. Nothing is loaded or created before this succeeds.
+pub fn resolve_all(spec: &LoadSpec<'_>) -> Result<Vec<ComponentGrants>, RegistryError> {
     let mut sites = Vec::new();
     let mut out = Vec::new();
-    for (i, c) in config.components.iter().enumerate() {
+    for (i, c) in spec.components.iter().enumerate() {
         let at = format!("component[{i}]");
-        let component = resolve(config, c, &format!("{at}.fs"), &c.fs, c.network.as_ref())?;
+        let component = resolve(
+            spec.base_dir,
+            c,
+            &format!("{at}.fs"),
+            &c.fs,
+            c.network.as_ref(),
+        )?;
         add_sites(&mut sites, &format!("{at}.fs"), &c.fs, &component);
         let mut tools = BTreeMap::new();
         for (export, t) in &c.tools {
@@ -50,7 +57,7 @@ pub fn resolve_all(config: &Config) -> Result<Vec<ComponentGrants>, RegistryErro
             let grant = match &t.fs {
                 Some(fs) => {
                     let key = format!("{at}.tools.{export}.fs");
-                    let grant = resolve(config, c, &key, fs, net)?;
+                    let grant = resolve(spec.base_dir, c, &key, fs, net)?;
                     add_sites(&mut sites, &key, fs, &grant);
                     grant
                 }
@@ -61,7 +68,7 @@ pub fn resolve_all(config: &Config) -> Result<Vec<ComponentGrants>, RegistryErro
         out.push(ComponentGrants { component, tools });
     }
     check_overlaps(&sites)?;
-    check_host_files(config, &sites)?;
+    check_host_files(spec.host_files, &sites)?;
     Ok(out)
 }
 
@@ -76,7 +83,7 @@ fn add_sites(sites: &mut Vec<Site>, key: &str, fs: &[FsGrant], grant: &Grant) {
 }
 
 fn resolve(
-    config: &Config,
+    base_dir: &Path,
     c: &ComponentConfig,
     key: &str,
     fs: &[FsGrant],
@@ -84,9 +91,9 @@ fn resolve(
 ) -> Result<Grant, RegistryError> {
     let mut dirs = Vec::new();
     for (j, g) in fs.iter().enumerate() {
-        let host = config.base_dir.join(&g.host);
+        let host = base_dir.join(&g.host);
         let problem = |problem: String| RegistryError::Grant {
-            path: config.base_dir.join(&c.path),
+            path: base_dir.join(&c.path),
             key: format!("{key}[{j}]"),
             guest: g.guest.as_str().to_string(),
             host: host.clone(),
@@ -170,32 +177,13 @@ fn check_overlaps(sites: &[Site]) -> Result<(), RegistryError> {
     Ok(())
 }
 
-/// The host's own files, where they really are (symlinks resolved), whether or not they exist
-/// yet.
-pub fn host_files(config: &Config) -> Vec<(&'static str, PathBuf)> {
-    let data = config.data_dir();
-    let mut files = vec![
-        ("data directory", real_path(&data)),
-        (
-            "approval key",
-            real_path(&crate::policy::approval_key_path(
-                config.policy.as_ref(),
-                &config.base_dir,
-                &data,
-            )),
-        ),
-    ];
-    if let Some(file) = &config.file {
-        files.push(("config file", real_path(file)));
-    }
-    files
-}
-
 /// No grant may contain or lie inside a host file.
-fn check_host_files(config: &Config, sites: &[Site]) -> Result<(), RegistryError> {
-    let files = host_files(config);
+fn check_host_files(
+    files: &[(&'static str, PathBuf)],
+    sites: &[Site],
+) -> Result<(), RegistryError> {
     for s in sites {
-        for (what, file) in &files {
+        for (what, file) in files {
             if file.starts_with(&s.dir) || s.dir.starts_with(file) {
                 return Err(RegistryError::GrantOverHostFile {
                     key: s.key.clone(),
@@ -211,7 +199,7 @@ fn check_host_files(config: &Config, sites: &[Site]) -> Result<(), RegistryError
 
 /// `p` made absolute with its longest existing ancestor's symlinks resolved, the rest appended
 /// without `.`/`..`.
-fn real_path(p: &Path) -> PathBuf {
+pub fn real_path(p: &Path) -> PathBuf {
     let absolute = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let mut rest = Vec::new();
     let mut at = absolute.as_path();

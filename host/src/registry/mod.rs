@@ -23,8 +23,8 @@ use serde_json::Value;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 
-use crate::sandbox::{CallState, EngineSettings, Grant, Limits, Sandbox, SandboxError};
-use config::{ComponentConfig, Config, Risk, ToolConfig, ToolName};
+use crate::sandbox::{CallState, Grant, Limits, Sandbox, SandboxError};
+use config::{ComponentConfig, Risk, ToolConfig, ToolName};
 
 pub use cache::Origin;
 
@@ -32,13 +32,6 @@ pub use cache::Origin;
 /// wrong and say how to fix it; they are for operators and tool authors, never for models.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    #[error("cannot read config {path}: {source}")]
-    ConfigRead {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid config {path}: {message}")]
-    Config { path: PathBuf, message: String },
     #[error("cannot read component {path}: {source}")]
     ComponentRead {
         path: PathBuf,
@@ -132,7 +125,7 @@ pub struct Tool {
     pub input_schema: Value,
     pub output_schema: Value,
     pub risk: Risk,
-    pub approval: crate::policy::ApprovalMode,
+    pub approval: crate::contract::ApprovalMode,
     pub limits: Limits,
     pub grant: Grant,
     pub(crate) input_validator: validate::Validator,
@@ -175,33 +168,32 @@ pub struct Registry {
     pub origins: Vec<(PathBuf, Origin)>,
     /// Non-fatal findings for the operator (e.g. a component without embedded docs).
     pub warnings: Vec<String>,
+    /// Components compiled here that the cache does not hold yet ([`Registry::save_cache`]).
+    unsaved: Vec<cache::Unsaved>,
 }
 
-/// Engine settings large enough for every limit the config can give a tool.
-pub fn engine_settings(config: &Config) -> EngineSettings {
-    let base = config.default_limits();
-    let mut all = vec![base];
-    for c in &config.components {
-        let cl = base.with(&c.limits);
-        all.push(cl);
-        all.extend(c.tools.values().map(|t| cl.with(&t.limits)));
-    }
-    EngineSettings {
-        max_memory_bytes: all.iter().map(|l| l.memory_bytes).max().unwrap_or(0),
-        max_table_elements: all.iter().map(|l| l.table_elements).max().unwrap_or(0),
-        max_instances: config.run.concurrent_calls(),
-    }
+/// What loading needs of a config, and nothing else of it.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadSpec<'a> {
+    /// The `[[component]]` entries.
+    pub components: &'a [ComponentConfig],
+    /// Where relative paths resolve (the config file's directory).
+    pub base_dir: &'a Path,
+    /// The file-wide default limits.
+    pub defaults: Limits,
+    /// The compile cache (none: compile every time, write nothing).
+    pub cache_dir: Option<&'a Path>,
+    /// The host's own files (what, where: symlinks resolved) that no grant may reach.
+    pub host_files: &'a [(&'static str, PathBuf)],
 }
 
 impl Registry {
-    /// Load every component of `config` into `sandbox`.
-    pub fn load(config: &Config, sandbox: &Sandbox) -> Result<Registry, RegistryError> {
-        let grants = grants::resolve_all(config)?;
+    /// Load every component of `spec` into `sandbox`.
+    pub fn load(spec: &LoadSpec<'_>, sandbox: &Sandbox) -> Result<Registry, RegistryError> {
+        let grants = grants::resolve_all(spec)?;
         let mut reg = Registry::default();
-        let cache_dir = config.data_dir().join("cache");
-        let defaults = config.default_limits();
-        for (c, g) in config.components.iter().zip(grants) {
-            reg.load_component(config, c, g, defaults, sandbox, Some(&cache_dir))?;
+        for (c, g) in spec.components.iter().zip(grants) {
+            reg.load_component(spec.base_dir, c, g, spec.defaults, sandbox, spec.cache_dir)?;
         }
         Ok(reg)
     }
@@ -209,7 +201,6 @@ impl Registry {
     /// Load one component file with no grants and default limits (for `toolhost check`).
     /// `wasi:http` imports are accepted, as they would be for a tool with a network grant.
     pub fn check(path: &Path, sandbox: &Sandbox) -> Result<Registry, RegistryError> {
-        let config = Config::parse("", Path::new(".")).expect("the empty config is valid");
         let component = ComponentConfig {
             path: path.to_path_buf(),
             risk: None,
@@ -224,7 +215,7 @@ impl Registry {
         };
         let mut reg = Registry::default();
         reg.load_component(
-            &config,
+            Path::new("."),
             &component,
             grants,
             Limits::default(),
@@ -232,6 +223,14 @@ impl Registry {
             None,
         )?;
         Ok(reg)
+    }
+
+    /// Write what was compiled to the compile cache. Loading writes nothing, so that a config
+    /// refused after its components were read leaves no file behind.
+    pub fn save_cache(&mut self) {
+        for u in self.unsaved.drain(..) {
+            u.save();
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Tool> {
@@ -244,26 +243,31 @@ impl Registry {
 
     fn load_component(
         &mut self,
-        config: &Config,
+        base_dir: &Path,
         c: &ComponentConfig,
         grants: grants::ComponentGrants,
         defaults: Limits,
         sandbox: &Sandbox,
         cache_dir: Option<&Path>,
     ) -> Result<(), RegistryError> {
-        let path = config.base_dir.join(&c.path);
+        let path = base_dir.join(&c.path);
         let bytes = std::fs::read(&path).map_err(|source| RegistryError::ComponentRead {
             path: path.clone(),
             source,
         })?;
         let engine = sandbox.engine();
-        let (component, origin) =
-            cache::load_component(engine, &bytes, cache_dir).map_err(|e| {
-                RegistryError::Compile {
-                    path: path.clone(),
-                    detail: format!("{e:#}"),
-                }
+        let (component, unsaved) =
+            cache::load_unsaved(engine, &bytes, cache_dir).map_err(|e| RegistryError::Compile {
+                path: path.clone(),
+                detail: format!("{e:#}"),
             })?;
+        let origin = match unsaved {
+            Some(u) => {
+                self.unsaved.push(u);
+                Origin::Compiled
+            }
+            None => Origin::Cached,
+        };
         self.origins.push((path.clone(), origin));
 
         // Grants per tool: the tool's own, else the component's.

@@ -5,8 +5,8 @@
 use futures::stream::{self, StreamExt};
 use serde::Deserialize;
 
+use crate::contract::Risk;
 use crate::contract::{RunContext, ToolCall, ToolResult};
-use crate::registry::config::Risk;
 
 use super::Runtime;
 

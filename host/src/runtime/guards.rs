@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::contract::Budgets;
+use crate::contract::{Budgets, ConfigProblem};
 use crate::sandbox::MAX_CONCURRENT_INSTANCES;
 
 /// Default calls that may execute at once on one host.
@@ -41,28 +41,44 @@ impl RunLimitsConfig {
             .unwrap_or(DEFAULT_MAX_CONCURRENT_CALLS)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    /// Every problem of the `[run]` section.
+    pub fn validate(&self, problems: &mut Vec<ConfigProblem>) {
+        let mut bad = |key: &str, message: String| {
+            problems.push(ConfigProblem::new(format!("run.{key}"), message))
+        };
         match self.max_concurrent_calls {
-            Some(0) => return Err("run.max_concurrent_calls must be at least 1".into()),
-            Some(n) if n > MAX_CONCURRENT_INSTANCES => {
-                return Err(format!(
-                    "run.max_concurrent_calls = {n} is more than one host can run at once; use at \
-                     most {MAX_CONCURRENT_INSTANCES}, and more hosts for more"
-                ))
-            }
+            Some(0) => bad("max_concurrent_calls", "must be at least 1".into()),
+            Some(n) if n > MAX_CONCURRENT_INSTANCES => bad(
+                "max_concurrent_calls",
+                format!(
+                    "{n} is more than one host can run at once; use at most \
+                     {MAX_CONCURRENT_INSTANCES}, and more hosts for more"
+                ),
+            ),
             _ => {}
+        }
+        for (key, v) in [
+            ("max_calls", self.max_calls),
+            ("max_calls_per_tool", self.max_calls_per_tool),
+        ] {
+            if v == Some(0) {
+                bad(
+                    key,
+                    "is 0, which would refuse every call; remove it for no limit".into(),
+                );
+            }
         }
         if let Some(r) = self.rate_per_principal {
             if !(r.is_finite() && r > 0.0) {
-                return Err(format!(
-                    "run.rate_per_principal = {r} must be a positive number of calls per second"
-                ));
+                bad(
+                    "rate_per_principal",
+                    format!("{r} must be a positive number of calls per second"),
+                );
             }
         }
         if self.rate_burst == Some(0) {
-            return Err("run.rate_burst must be at least 1".into());
+            bad("rate_burst", "must be at least 1".into());
         }
-        Ok(())
     }
 
     /// The run budgets these settings give a new run.

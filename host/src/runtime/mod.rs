@@ -8,17 +8,19 @@ pub mod guards;
 pub mod stream_args;
 
 mod admission;
+mod approve;
 pub mod batch;
+mod check;
 mod pipeline;
+mod validate;
 
 use wasmtime::component::Val;
 
 use crate::contract::{RunContext, ToolCall, ToolResult};
-use crate::ledger::{Ledger, LedgerOptions};
+use crate::ledger::Ledger;
 use crate::policy::{ApprovalKey, Policy};
-use crate::registry::config::{Config, Synchronous};
-use crate::registry::{engine_settings, Registry, RegistryError, Tool};
-use crate::sandbox::{EpochMode, Execution, Sandbox};
+use crate::registry::{Registry, Tool};
+use crate::sandbox::{Execution, Sandbox};
 use guards::{Concurrency, RateLimiter, RunBudgets};
 
 pub use diagnostics::Diagnostics;
@@ -62,61 +64,40 @@ pub enum ApproveError {
     NotRequested,
 }
 
-/// Why a runtime could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
-    #[error("cannot open the ledger: {0}")]
-    Ledger(#[from] crate::ledger::LedgerError),
-    #[error("invalid policy: {0}")]
-    Policy(#[from] crate::policy::PolicyError),
+/// What a runtime is built from; the config layer (`crate::config`) assembles the parts from a
+/// checked config.
+pub struct RuntimeParts {
+    pub sandbox: Sandbox,
+    pub registry: Registry,
+    pub diagnostics: Diagnostics,
+    pub ledger: Ledger,
+    pub policy: Policy,
+    pub approval_key: ApprovalKey,
+    pub approval_ttl: u64,
+    /// The `[run]` section: run budgets, rate and concurrency.
+    pub run: guards::RunLimitsConfig,
 }
 
 impl Runtime {
-    /// Load a config file: engine sized for its limits, every component loaded, the ledger
-    /// opened (and calls a previous process left unfinished closed as `outcome_unknown`).
-    pub fn from_config(path: &std::path::Path, epochs: EpochMode) -> Result<Runtime, StartError> {
-        Runtime::from_loaded(&Config::load(path)?, epochs)
-    }
-
-    /// [`Runtime::from_config`] for a config already loaded (a frontend reads its own section).
-    pub fn from_loaded(config: &Config, epochs: EpochMode) -> Result<Runtime, StartError> {
-        let sandbox = Sandbox::new(engine_settings(config), epochs).map_err(RegistryError::from)?;
-        let registry = Registry::load(config, &sandbox)?;
-        let data = config.data_dir();
-        let ledger = Ledger::open(
-            &data.join("ledger.sqlite"),
-            LedgerOptions {
-                synchronous_full: config.ledger.synchronous == Synchronous::Full,
-                record_content: config.ledger.record_content,
-            },
-        )?;
-        ledger.recover()?;
-        let policy_config = config.policy.clone();
-        let policy = match &policy_config {
-            Some(p) => Policy::from_config(p, &config.base_dir)?,
-            None => Policy::allow_all(),
-        };
-        let (approval_key, approval_ttl) =
-            crate::policy::load_approval_key(policy_config.as_ref(), &config.base_dir, &data)?;
-        let diagnostics = Diagnostics::new(Some(data.join("diagnostics.log")));
-        Ok(Runtime {
-            sandbox,
-            registry,
-            diagnostics,
-            ledger,
-            policy,
-            approval_key,
-            approval_ttl,
+    /// A runtime over these parts.
+    pub fn new(parts: RuntimeParts) -> Runtime {
+        let run = parts.run;
+        Runtime {
+            sandbox: parts.sandbox,
+            registry: parts.registry,
+            diagnostics: parts.diagnostics,
+            ledger: parts.ledger,
+            policy: parts.policy,
+            approval_key: parts.approval_key,
+            approval_ttl: parts.approval_ttl,
             budgets: RunBudgets::default(),
-            rate: RateLimiter::new(config.run.rate_per_principal, config.run.rate_burst),
-            concurrency: Concurrency::new(config.run.concurrent_calls()),
-            run_budgets: config.run.budgets(),
+            rate: RateLimiter::new(run.rate_per_principal, run.rate_burst),
+            concurrency: Concurrency::new(run.concurrent_calls()),
+            run_budgets: run.budgets(),
             executions: std::sync::atomic::AtomicU64::new(0),
             unrecorded: false,
             pending: Default::default(),
-        })
+        }
     }
 
     /// What `toolhost approve HANDLE` does: find the call that asked for this approval in the

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::contract::ConfigProblem;
+
 /// Default fuel per call: about two billion Wasm instructions, a couple of seconds of compute.
 pub const DEFAULT_FUEL: u64 = 2_000_000_000;
 /// Default wall-clock deadline per call.
@@ -86,20 +88,21 @@ pub struct LimitsOverride {
 }
 
 impl LimitsOverride {
-    /// Checks every set field against its hard cap; `at` names the config key for the message.
-    pub fn validate(&self, at: &str) -> Result<(), String> {
-        let check = |name: &str, v: Option<u64>, min: u64, max: u64| match v {
-            Some(v) if v < min || v > max => Err(format!(
-                "{at}.{name} = {v} is out of range; use a value from {min} to {max}"
-            )),
-            _ => Ok(()),
+    /// Every limit out of range, keyed under `at` (e.g. `component[0].limits`).
+    pub fn validate(&self, at: &str, problems: &mut Vec<ConfigProblem>) {
+        let mut check = |name: &str, v: Option<u64>, min: u64, max: u64| {
+            if let Some(v) = v.filter(|v| *v < min || *v > max) {
+                problems.push(ConfigProblem::new(
+                    format!("{at}.{name}"),
+                    format!("{v} is out of range; use a value from {min} to {max}"),
+                ));
+            }
         };
-        check("fuel", self.fuel, 1, MAX_FUEL)?;
-        check("deadline_ms", self.deadline_ms, 1, MAX_DEADLINE_MS)?;
-        check("memory_bytes", self.memory_bytes, 65_536, MAX_MEMORY_BYTES)?;
-        check("table_elements", self.table_elements, 1, MAX_TABLE_ELEMENTS)?;
-        check("output_bytes", self.output_bytes, 1, MAX_OUTPUT_BYTES)?;
-        Ok(())
+        check("fuel", self.fuel, 1, MAX_FUEL);
+        check("deadline_ms", self.deadline_ms, 1, MAX_DEADLINE_MS);
+        check("memory_bytes", self.memory_bytes, 65_536, MAX_MEMORY_BYTES);
+        check("table_elements", self.table_elements, 1, MAX_TABLE_ELEMENTS);
+        check("output_bytes", self.output_bytes, 1, MAX_OUTPUT_BYTES);
     }
 }
 
@@ -252,7 +255,9 @@ mod tests {
             memory_bytes: Some(MAX_MEMORY_BYTES + 1),
             ..Default::default()
         };
-        let err = bad.validate("limits").unwrap_err();
-        assert!(err.contains("limits.memory_bytes"), "{err}");
+        let mut problems = Vec::new();
+        bad.validate("limits", &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, "limits.memory_bytes");
     }
 }

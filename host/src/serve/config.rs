@@ -18,6 +18,8 @@
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use crate::contract::ConfigProblem;
+
 /// What `toolhost serve` reads from the config file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,6 +111,51 @@ pub struct Identity {
 }
 
 impl ServeConfig {
+    /// Every problem of the `[serve]` section: an identity must name someone, the `Host`
+    /// allowlist must admit something, and an origin must be `scheme://host[:port]`.
+    pub fn validate(&self, problems: &mut Vec<ConfigProblem>) {
+        let mut bad = |key: String, message: &str| problems.push(ConfigProblem::new(key, message));
+        let empty = "is empty; name who these calls act as (the ledger and policy use it)";
+        if self.principal.trim().is_empty() {
+            bad("serve.principal".into(), empty);
+        }
+        if self.tenant.trim().is_empty() {
+            bad("serve.tenant".into(), empty);
+        }
+        if self.allowed_hosts.is_empty() {
+            bad(
+                "serve.allowed_hosts".into(),
+                "is empty, so HTTP would answer 403 to every request; leave it out for the \
+                 loopback names, or list the Host values clients use",
+            );
+        }
+        for (i, h) in self.allowed_hosts.iter().enumerate() {
+            if !valid_host(h) {
+                bad(
+                    format!("serve.allowed_hosts[{i}]"),
+                    "is not a host or host:port (like \"localhost\" or \"example.com:8080\")",
+                );
+            }
+        }
+        for (i, o) in self.allowed_origins.iter().enumerate() {
+            if !valid_origin(o) {
+                bad(
+                    format!("serve.allowed_origins[{i}]"),
+                    "is not an origin; write scheme://host[:port] with no path, like \
+                     \"https://app.example.com\"",
+                );
+            }
+        }
+        for (i, t) in self.tokens.iter().enumerate() {
+            if t.principal.trim().is_empty() {
+                bad(format!("serve.token[{i}].principal"), empty);
+            }
+            if t.tenant.trim().is_empty() {
+                bad(format!("serve.token[{i}].tenant"), empty);
+            }
+        }
+    }
+
     /// The identity of stdio (and tokenless HTTP) sessions.
     pub fn local_identity(&self) -> Identity {
         Identity {
@@ -132,6 +179,34 @@ impl ServeConfig {
         }
         found
     }
+}
+
+/// A `Host` header value: a name, an IPv4 address or a bracketless IPv6 address, optionally with
+/// a port (IPv6 then in brackets).
+fn valid_host(h: &str) -> bool {
+    if h.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    let (host, port) = match h.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') || host.starts_with('[') => (host, Some(port)),
+        _ => (h, None),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host_ok = host.parse::<std::net::IpAddr>().is_ok()
+        || (!host.is_empty()
+            && host.len() <= 253
+            && host.split('.').all(|l| {
+                !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            }));
+    host_ok && port.is_none_or(|p| p.parse::<u16>().is_ok())
+}
+
+/// An origin: `http` or `https`, `://`, a valid host, an optional port, nothing after.
+fn valid_origin(o: &str) -> bool {
+    let Some((scheme, rest)) = o.split_once("://") else {
+        return false;
+    };
+    matches!(scheme, "http" | "https") && !rest.contains('/') && valid_host(rest)
 }
 
 fn default_principal() -> String {
@@ -167,6 +242,42 @@ mod tests {
         );
         assert_eq!(cfg.identify("s3cre"), None);
         assert_eq!(cfg.identify(""), None);
+    }
+
+    /// Every bad key of `[serve]` is reported, each by its path.
+    #[test]
+    fn every_serve_problem_is_reported() {
+        let cfg: ServeConfig = toml::from_str(
+            "principal = \"\"\nallowed_hosts = []\nallowed_origins = [\"not a url\", \"https://ok.example\", \"http://a/b\"]\n",
+        )
+        .unwrap();
+        let mut p = Vec::new();
+        cfg.validate(&mut p);
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "serve.principal",
+                "serve.allowed_hosts",
+                "serve.allowed_origins[0]",
+                "serve.allowed_origins[2]"
+            ]
+        );
+        let mut p = Vec::new();
+        ServeConfig::default().validate(&mut p);
+        assert!(p.is_empty(), "{p:?}");
+        for ok in [
+            "localhost",
+            "127.0.0.1:8080",
+            "::1",
+            "[::1]:80",
+            "mcp.example.com",
+        ] {
+            assert!(valid_host(ok), "{ok}");
+        }
+        for bad in ["", "a b", "host:port", "http://x"] {
+            assert!(!valid_host(bad), "{bad}");
+        }
     }
 
     /// A raw token where a hash belongs is refused with a message that says what to store.

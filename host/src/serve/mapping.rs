@@ -8,8 +8,8 @@
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{json, Map, Value};
 
+use crate::contract::Risk;
 use crate::contract::{Status, ToolResult, DEFAULT_MODEL_MESSAGE_BYTES};
-use crate::registry::config::Risk;
 use crate::registry::Tool as HostTool;
 
 /// The property a non-object output is wrapped in.

@@ -1,0 +1,154 @@
+//! A checked config → a running [`Runtime`], in an order that keeps a bad config from leaving
+//! anything behind:
+//!
+//! 1. every section on its own ([`Config::load`] already did it);
+//! 2. the grants (opened read-only) and the components (read, compiled in memory or taken from
+//!    the compile cache, which is only read), then every name the config gives a tool;
+//! 3. only then the side effects, all in the data directory: the compile cache is written, the
+//!    ledger opened (and recovered), the approval key read or created.
+
+use std::path::PathBuf;
+
+use super::{Config, ConfigError};
+use crate::ledger::Ledger;
+use crate::policy::Policy;
+use crate::registry::grants::real_path;
+use crate::registry::{LoadSpec, Registry, RegistryError};
+use crate::runtime::{Diagnostics, Runtime, RuntimeParts};
+use crate::sandbox::{EngineSettings, EpochMode, Sandbox};
+
+/// Why a runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A component, a grant or a tool of the config cannot be loaded.
+    #[error("invalid config {file}: {source}")]
+    Registry {
+        file: String,
+        #[source]
+        source: Box<RegistryError>,
+    },
+    #[error("cannot open the ledger: {0}")]
+    Ledger(#[from] crate::ledger::LedgerError),
+    #[error("the approval key: {0}")]
+    Policy(#[from] crate::policy::PolicyError),
+}
+
+/// Engine settings large enough for every limit the config can give a tool.
+pub fn engine_settings(config: &Config) -> EngineSettings {
+    let base = config.default_limits();
+    let mut all = vec![base];
+    for c in &config.components {
+        let cl = base.with(&c.limits);
+        all.push(cl);
+        all.extend(c.tools.values().map(|t| cl.with(&t.limits)));
+    }
+    EngineSettings {
+        max_memory_bytes: all.iter().map(|l| l.memory_bytes).max().unwrap_or(0),
+        max_table_elements: all.iter().map(|l| l.table_elements).max().unwrap_or(0),
+        max_instances: config.run.concurrent_calls(),
+    }
+}
+
+impl Config {
+    /// The host's own files, where they really are (symlinks resolved), whether or not they
+    /// exist yet: no grant may reach them.
+    pub fn host_files(&self) -> Vec<(&'static str, PathBuf)> {
+        let data = self.data_dir();
+        let key = crate::policy::approval_key_path(self.policy.as_ref(), &self.base_dir, &data);
+        let mut files = vec![
+            ("data directory", real_path(&data)),
+            ("approval key", real_path(&key)),
+        ];
+        if let Some(file) = &self.file {
+            files.push(("config file", real_path(file)));
+        }
+        files
+    }
+}
+
+impl Runtime {
+    /// Load a config file: engine sized for its limits, every component loaded, the ledger
+    /// opened (and calls a previous process left unfinished closed as `outcome_unknown`).
+    pub fn from_config(path: &std::path::Path, epochs: EpochMode) -> Result<Runtime, StartError> {
+        Runtime::from_loaded(&Config::load(path)?, epochs)
+    }
+
+    /// [`Runtime::from_config`] for a config already loaded (a frontend reads its own section).
+    pub fn from_loaded(config: &Config, epochs: EpochMode) -> Result<Runtime, StartError> {
+        let Checked {
+            sandbox,
+            mut registry,
+            policy,
+        } = check(config, epochs)?;
+        let data = config.data_dir();
+        // Side effects from here on.
+        registry.save_cache();
+        let ledger = Ledger::open(&data.join("ledger.sqlite"), config.ledger.options())?;
+        ledger.recover()?;
+        let (approval_key, approval_ttl) =
+            crate::policy::load_approval_key(config.policy.as_ref(), &config.base_dir, &data)?;
+        Ok(Runtime::new(RuntimeParts {
+            sandbox,
+            registry,
+            diagnostics: Diagnostics::new(Some(data.join("diagnostics.log"))),
+            ledger,
+            policy,
+            approval_key,
+            approval_ttl,
+            run: config.run,
+        }))
+    }
+}
+
+/// A config checked through its components, with nothing written yet.
+pub struct Checked {
+    pub sandbox: Sandbox,
+    /// The tools, compiled (or read from the cache) but not saved to it.
+    pub registry: Registry,
+    pub policy: Policy,
+}
+
+/// Steps 1 and 2 above: everything but the side effects (`toolhost check-config` stops here).
+pub fn check(config: &Config, epochs: EpochMode) -> Result<Checked, StartError> {
+    let in_file = |source: RegistryError| StartError::Registry {
+        file: config.file_name(),
+        source: Box::new(source),
+    };
+    let sandbox = Sandbox::new(engine_settings(config), epochs)
+        .map_err(|e| in_file(RegistryError::from(e)))?;
+    let data = config.data_dir();
+    let cache = data.join("cache");
+    let host_files = config.host_files();
+    let registry = Registry::load(
+        &LoadSpec {
+            components: &config.components,
+            base_dir: &config.base_dir,
+            defaults: config.default_limits(),
+            cache_dir: Some(&cache),
+            host_files: &host_files,
+        },
+        &sandbox,
+    )
+    .map_err(in_file)?;
+    let names: Vec<&str> = registry.tools().map(|t| t.name.as_str()).collect();
+    let problems = config.tool_name_problems(&names);
+    if !problems.is_empty() {
+        return Err(ConfigError::Invalid {
+            file: config.file_name(),
+            problems,
+        }
+        .into());
+    }
+    let policy = match &config.policy {
+        // Checked with the rest of the file; compiled again here.
+        Some(p) => Policy::from_config(p, &config.base_dir)?,
+        None => Policy::allow_all(),
+    };
+    Ok(Checked {
+        sandbox,
+        registry,
+        policy,
+    })
+}

@@ -1,0 +1,104 @@
+//! What `toolhost check-config` prints: every setting as it takes effect, every default made
+//! explicit, and each tool as the registry built it (name, risk, whether calls need approval,
+//! limits, grants).
+
+use serde_json::{json, Value};
+
+use super::Config;
+use crate::policy::needs_approval;
+use crate::registry::Registry;
+use crate::sandbox::Limits;
+
+fn limits(l: &Limits) -> Value {
+    json!({
+        "fuel": l.fuel,
+        "deadline_ms": l.deadline.as_millis() as u64,
+        "memory_bytes": l.memory_bytes,
+        "table_elements": l.table_elements,
+        "output_bytes": l.output_bytes,
+    })
+}
+
+impl Config {
+    /// The effective settings of this (checked) config and the tools loaded from it.
+    pub fn effective(&self, registry: &Registry) -> Value {
+        let data = self.data_dir();
+        let policy_given = self.policy.is_some();
+        let policy = self.policy.clone().unwrap_or_default();
+        let key = crate::policy::approval_key_path(self.policy.as_ref(), &self.base_dir, &data);
+        let run = &self.run;
+        let components: Vec<Value> = self
+            .components
+            .iter()
+            .map(|c| {
+                json!({
+                    "path": self.base_dir.join(&c.path).display().to_string(),
+                    "risk": c.risk.unwrap_or_default(),
+                    "limits": limits(&self.default_limits().with(&c.limits)),
+                    "fs": c.fs.iter().map(|g| json!({
+                        "host": self.base_dir.join(&g.host).display().to_string(),
+                        "guest": g.guest.as_str(),
+                        "mode": if g.mode == crate::registry::config::FsMode::ReadWrite { "rw" } else { "ro" },
+                    })).collect::<Vec<_>>(),
+                    "network": c.network.as_ref().map(|n| json!({
+                        "allow": n.allow.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+                        "dns": n.dns,
+                    })),
+                })
+            })
+            .collect();
+        let tools: Vec<Value> = registry
+            .tools()
+            .map(|t| {
+                json!({
+                    "name": t.name.as_str(),
+                    "export": t.export,
+                    "risk": t.risk,
+                    "approval": t.approval,
+                    "needs_approval": needs_approval(t.approval, t.risk),
+                    "limits": limits(&t.limits),
+                    "fs": t.grant.dirs.iter().map(|d| json!({
+                        "guest": d.guest,
+                        "writable": d.writable,
+                    })).collect::<Vec<_>>(),
+                    "network": t.grant.has_network(),
+                })
+            })
+            .collect();
+        json!({
+            "file": self.file_name(),
+            "data_dir": data.display().to_string(),
+            "limits": limits(&self.default_limits()),
+            "run": {
+                "max_calls": run.max_calls,
+                "max_calls_per_tool": run.max_calls_per_tool,
+                "max_concurrent_calls": run.concurrent_calls(),
+                "rate_per_principal": run.rate_per_principal,
+                "rate_burst": run.rate_burst,
+            },
+            "ledger": self.ledger,
+            "policy": {
+                "section_given": policy_given,
+                "default": policy.default,
+                "rule": policy.rules,
+                "approval": {
+                    "key_file": key.display().to_string(),
+                    "ttl_secs": policy.approval.ttl_secs,
+                },
+            },
+            "serve": {
+                "principal": self.serve.principal,
+                "tenant": self.serve.tenant,
+                "allowed_hosts": self.serve.allowed_hosts,
+                "allowed_origins": self.serve.allowed_origins,
+                "tokens": self.serve.tokens.iter().map(|t| json!({
+                    "principal": t.principal,
+                    "tenant": t.tenant,
+                })).collect::<Vec<_>>(),
+            },
+            "agent": self.agent,
+            "component": components,
+            "tools": tools,
+        })
+    }
+}

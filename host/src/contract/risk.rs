@@ -1,0 +1,33 @@
+//! How much harm a tool can do, and whether its calls need a human: shared vocabulary of the
+//! config (which sets them), the registry (which attaches them to tools), the policy (which
+//! decides with them) and the MCP mapping (which turns them into client hints).
+
+use serde::{Deserialize, Serialize};
+
+/// How much harm a tool can do; drives approval defaults and client hints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    /// Reads only; no effect outside the call.
+    #[default]
+    Read,
+    /// Changes state the operator granted (e.g. writes files).
+    Write,
+    /// Talks to the outside world.
+    External,
+    /// Can destroy data.
+    Destructive,
+}
+
+/// Whether a tool's calls need a human approval (per-tool `approval = "…"` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMode {
+    /// Every call needs an approval.
+    Required,
+    /// No call needs an approval, even for a `destructive` tool.
+    Never,
+    /// Only calls of `destructive` tools need an approval.
+    #[default]
+    Default,
+}

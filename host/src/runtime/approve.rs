@@ -1,0 +1,137 @@
+//! Stage 5, approve: a high-impact call needs a human's approval bound to exactly this call.
+
+use crate::contract::{
+    ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, ToolCall, ToolResult, Usage,
+};
+use crate::policy::{canonical_json, ApprovalSubject};
+use crate::registry::Tool;
+
+use super::pipeline::unix_now;
+use super::Runtime;
+
+impl Runtime {
+    /// Stage 5: without a token the call ends `approval_required` with a handle a human can
+    /// approve — unless the run has an approver, who is asked first (an accept mints the token
+    /// for this exact call, a decline ends it `approval_denied`). With a token, the token must
+    /// be genuine (`approval_invalid`), for this caller (`approval_wrong_principal`) and this
+    /// call (`approval_mismatch`), unexpired (`approval_expired`) and unused
+    /// (`approval_reused`).
+    #[allow(clippy::result_large_err)]
+    pub(super) async fn approve(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        tool: &Tool,
+        token: Option<&str>,
+    ) -> Result<(), Box<ToolResult>> {
+        let subject = ApprovalSubject {
+            tool: tool.name.to_string(),
+            arguments: call.arguments.clone(),
+            principal: ctx.principal.clone(),
+            tenant: ctx.tenant.clone(),
+            run_id: ctx.run_id.clone(),
+        };
+        let now = unix_now();
+        let asked;
+        let token = match token {
+            Some(t) => t,
+            None => {
+                let request = self.approval_key.request(&subject, now, self.approval_ttl);
+                match self.ask_approver(ctx, call, &subject, &request).await? {
+                    Some(minted) => {
+                        asked = minted;
+                        asked.as_str()
+                    }
+                    None => {
+                        self.event(ctx, call, "approve", "approval_required", &request.digest);
+                        let mut r = ToolResult::failed(
+                            call,
+                            Code::ApprovalRequired,
+                            "this tool needs a human's approval; resubmit the call with the approval token",
+                            Usage::default(),
+                        );
+                        r.approval = Some(ApprovalNeeded {
+                            handle: request.handle,
+                            expires_at: request.expires_at,
+                        });
+                        return Err(Box::new(r));
+                    }
+                }
+            }
+        };
+        let consume =
+            |id: &str, expires: i64| self.ledger.consume_token(id, expires).unwrap_or(false);
+        match self.approval_key.verify(token, &subject, now, consume) {
+            Ok(()) => {
+                self.event(ctx, call, "approve", "approved", "");
+                Ok(())
+            }
+            Err(failure) => {
+                // Each failure has its own code and a fixed model-safe message; the reason
+                // (which check, for the operator) goes to the ledger only.
+                let code = failure.code();
+                self.event(ctx, call, "approve", code.as_str(), &failure.to_string());
+                Err(Box::new(ToolResult::failed(
+                    call,
+                    code,
+                    failure.message(),
+                    Usage::default(),
+                )))
+            }
+        }
+    }
+
+    /// Ask the run's approver, if it has one. `Some(token)`: approved, with a token minted for
+    /// exactly this request (it still goes through verification and is consumed once).
+    /// A decline ends the call here with `approval_denied`.
+    #[allow(clippy::result_large_err)]
+    async fn ask_approver(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        subject: &ApprovalSubject,
+        request: &crate::policy::ApprovalRequest,
+    ) -> Result<Option<String>, Box<ToolResult>> {
+        let Some(approver) = ctx.approver.as_ref() else {
+            return Ok(None);
+        };
+        let prompt = ApprovalPrompt {
+            tool: subject.tool.clone(),
+            canonical_arguments: String::from_utf8_lossy(&canonical_json(&subject.arguments))
+                .into_owned(),
+            principal: subject.principal.clone(),
+            tenant: subject.tenant.clone(),
+            expires_at: request.expires_at,
+        };
+        self.event(ctx, call, "approve", "asked", &request.digest);
+        let answer = tokio::select! {
+            a = approver.0.ask(&prompt) => a,
+            _ = ctx.cancel.cancelled() => ApprovalAnswer::Unavailable,
+        };
+        match answer {
+            ApprovalAnswer::Approved => match self.approval_key.mint(&request.handle) {
+                Ok(token) => Ok(Some(token)),
+                Err(e) => {
+                    self.event(ctx, call, "approve", "mint_failed", &e.to_string());
+                    Ok(None)
+                }
+            },
+            ApprovalAnswer::Declined => {
+                self.event(
+                    ctx,
+                    call,
+                    "approve",
+                    "approval_denied",
+                    "declined by a human",
+                );
+                Err(Box::new(ToolResult::failed(
+                    call,
+                    Code::ApprovalDenied,
+                    "a human declined this call",
+                    Usage::default(),
+                )))
+            }
+            ApprovalAnswer::Unavailable => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! Stage 3, validate: the arguments against the tool's schema, then into WIT values.
+
+use serde_json::Value;
+use wasmtime::component::Val;
+
+use crate::registry::convert::to_val;
+use crate::registry::Tool;
+
+use super::{clip, Runtime, MAX_INPUT_BYTES};
+
+impl Runtime {
+    /// Stage 3: the validated parameters in WIT order, or a model-safe reason why not.
+    pub(crate) fn validate(&self, tool: &Tool, args: &Value) -> Result<Vec<Val>, String> {
+        let size = serde_json::to_vec(args)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > MAX_INPUT_BYTES {
+            return Err(format!(
+                "the arguments are larger than {MAX_INPUT_BYTES} bytes"
+            ));
+        }
+        if let Err(violations) = tool.input_validator.validate(args) {
+            let text: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+            return Err(format!(
+                "invalid arguments: {}",
+                clip(&text.join("; "), 1024)
+            ));
+        }
+        let obj = args
+            .as_object()
+            .ok_or_else(|| "the arguments must be a JSON object".to_string())?;
+        if let Some(extra) = obj
+            .keys()
+            .find(|k| !tool.params.iter().any(|(n, _)| n == *k))
+        {
+            return Err(format!("unexpected argument {:?}", clip(extra, 64)));
+        }
+        tool.params
+            .iter()
+            .map(|(name, ty)| {
+                let v = obj
+                    .get(name)
+                    .ok_or_else(|| format!("missing argument {name:?}"))?;
+                to_val(ty, v, &format!("/{name}"))
+                    .map_err(|e| format!("invalid arguments: {}", clip(&e.to_string(), 512)))
+            })
+            .collect()
+    }
+}
