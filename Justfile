@@ -47,6 +47,7 @@ conformance: build setup-mcp
 # schema check and the official conformance suite against the binary the tests built.
 test: build-guests setup-mcp
     cargo test --workspace -- --test-threads 4
+    if [ -n "${JSON_SCHEMA_TEST_SUITE:-}" ]; then cargo test --test all -- --ignored json_schema_suite; else echo "json_schema_suite: ignored (set JSON_SCHEMA_TEST_SUITE to the suite's directory to run it)"; fi
     bash tests/mcp/inspect/run.sh
     bash tests/mcp/conformance/run.sh
 

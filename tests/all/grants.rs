@@ -38,7 +38,7 @@ fn call_tool(raw: &mut Raw, id: u64, name: &str, args: Value) -> Value {
 /// it, for reads and writes; a new `toolhost call` of the victim config is refused at load
 /// because its grant path now holds a symlink.
 #[test]
-fn grant_swap_never_reaches_outside_the_grant() {
+pub(crate) fn grant_swap_never_reaches_outside_the_grant() {
     let t = tempfile::tempdir().unwrap();
     let outer = t.path().join("outer");
     let victim = outer.join("victim");

@@ -85,7 +85,7 @@ fn flooding_the_host_interface_keeps_host_rss_bounded() {
 
 /// What the host keeps of a flood is the first reports, each a fresh copy of at most 1 KiB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn flood_host_reports_are_fresh_bounded_copies() {
+pub(crate) async fn flood_host_reports_are_fresh_bounded_copies() {
     let rt = runtime(&adversarial_config());
     let tool = rt.registry.get("flood_host").unwrap();
     let exec = rt.execute(tool, &[]).await;

@@ -8,26 +8,36 @@ use toolhost::{Code, Runtime, Status};
 
 use crate::support::{adversarial_config, run, runtime, toolhost};
 
-/// Every function the hostile component exports. A new fixture must be added here, and the
-/// `every_fixture_has_a_test` test fails until it is.
-const FIXTURES: &[&str] = &[
-    "spin",
-    "spin_deadline",
-    "sleep_forever",
-    "balloon",
-    "flood_stdout",
-    "huge_result",
-    "deep_recursion",
-    "panic",
-    "escape_fs",
-    "write_readonly",
-    "exfiltrate",
-    "read_env",
-    "log_spam",
-    "forge_stdout",
-    "flood_host",
-    "huge_list",
-    "swap_grant",
+/// Every function the hostile component exports, with the test that proves it contained. A new
+/// fixture must be added here (`every_fixture_has_a_test` fails until it is), and naming a test
+/// that does not exist does not compile: no fixture goes untested.
+const FIXTURES: &[(&str, fn())] = &[
+    ("spin", spin_is_fuel_exhausted),
+    ("spin_deadline", spin_deadline_is_deadline_exceeded),
+    ("sleep_forever", sleep_forever_is_deadline_exceeded),
+    ("balloon", balloon_is_memory_exceeded),
+    ("flood_stdout", flood_stdout_is_output_too_large),
+    ("huge_result", huge_result_is_output_too_large),
+    ("deep_recursion", deep_recursion_is_guest_trap),
+    ("panic", panic_is_guest_trap),
+    ("escape_fs", escape_fs_is_denied_everywhere),
+    (
+        "write_readonly",
+        write_readonly_is_refused_and_file_unchanged,
+    ),
+    ("exfiltrate", exfiltrate_is_denied_and_nothing_connects),
+    ("read_env", read_env_sees_nothing_of_the_host),
+    ("log_spam", log_spam_completes_with_bounded_reports),
+    ("forge_stdout", forge_stdout_is_captured),
+    (
+        "flood_host",
+        crate::host_memory::flood_host_reports_are_fresh_bounded_copies,
+    ),
+    ("huge_list", huge_list_is_output_too_large),
+    (
+        "swap_grant",
+        crate::grants::grant_swap_never_reaches_outside_the_grant,
+    ),
 ];
 
 /// Forged protocol lines on stdout are captured like any output: the call completes with the
@@ -209,7 +219,7 @@ fn every_fixture_has_a_test() {
         .map(|t| t.name.to_string())
         .collect();
     exported.sort();
-    let mut listed: Vec<String> = FIXTURES.iter().map(|s| s.to_string()).collect();
+    let mut listed: Vec<String> = FIXTURES.iter().map(|(s, _)| s.to_string()).collect();
     listed.sort();
     assert_eq!(exported, listed);
 }

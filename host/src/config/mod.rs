@@ -162,8 +162,9 @@ impl Config {
         }
     }
 
-    /// Every problem of every section, in file order; what needs the tools' names is checked
-    /// by [`Config::tool_name_problems`].
+    /// Every problem of every section, section by section (`data_dir`, `[limits]`, `[run]`,
+    /// `[policy]`, `[serve]`, `[agent]`, then each `[[component]]`); what needs the tools' names
+    /// is checked by [`Config::tool_name_problems`].
     pub fn problems(&self) -> Vec<ConfigProblem> {
         let mut p = Vec::new();
         if self

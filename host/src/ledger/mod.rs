@@ -1,6 +1,6 @@
 //! The durable ledger: admission, replay, terminal outcomes and the audit trail, in SQLite.
 //!
-//! The ledger is the first and the last stage of the pipeline (see `DESIGN.md`):
+//! The ledger is the first and the last stage of the pipeline (see `docs/architecture.md`):
 //!
 //! 1. **admit** — [`Ledger::admit`] decides, in one `BEGIN IMMEDIATE` transaction, whether a
 //!    `(run_id, call_id)` is [`Admission::New`] (run it), [`Admission::Replay`] (return the
