@@ -138,10 +138,7 @@ fn cut_bytes(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let mut end = max - '…'.len_utf8();
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = s.floor_char_boundary(max - '…'.len_utf8());
     format!("{}…", &s[..end])
 }
 

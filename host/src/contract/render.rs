@@ -17,11 +17,7 @@ fn clip(s: &str, max: usize) -> (&str, bool) {
     if s.len() <= max {
         return (s, false);
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&s[..end], true)
+    (&s[..s.floor_char_boundary(max)], true)
 }
 
 /// `s` safe for an operator's terminal: control characters (escape sequences, carriage

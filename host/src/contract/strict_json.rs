@@ -73,11 +73,7 @@ impl fmt::Display for KeyPath {
         if p.len() <= MAX_SHOWN_PATH_BYTES {
             return f.write_str(&p);
         }
-        let mut end = MAX_SHOWN_PATH_BYTES;
-        while !p.is_char_boundary(end) {
-            end -= 1;
-        }
-        write!(f, "{}…", &p[..end])
+        write!(f, "{}…", &p[..p.floor_char_boundary(MAX_SHOWN_PATH_BYTES)])
     }
 }
 

@@ -152,10 +152,9 @@ fn write_private(path: &Path, key: &[u8]) -> io::Result<()> {
 }
 
 /// 32 bytes from the operating system's CSPRNG.
-#[cfg(unix)]
 fn random_key() -> io::Result<[u8; KEY_LEN]> {
     let mut key = [0u8; KEY_LEN];
-    File::open("/dev/urandom")?.read_exact(&mut key)?;
+    getrandom::fill(&mut key).map_err(|e| io::Error::other(format!("no OS randomness: {e}")))?;
     Ok(key)
 }
 

@@ -9,6 +9,8 @@ use std::sync::Mutex;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::clip;
+
 /// Bytes of guest stderr kept per diagnostic entry.
 pub const MAX_DIAGNOSTIC_STDERR: usize = 4096;
 /// Bytes of trap detail kept per diagnostic entry.
@@ -19,14 +21,6 @@ pub struct Diagnostics {
     path: Option<PathBuf>,
     counter: AtomicU64,
     lock: Mutex<()>,
-}
-
-fn clip(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 impl Diagnostics {

@@ -61,10 +61,7 @@ impl Reports {
     /// boundary. Never the lifted buffer itself: `truncate` would keep its guest-sized capacity
     /// alive for the rest of the call.
     fn bounded(&mut self, message: String) -> String {
-        let mut cut = message.len().min(MAX_REPORT_MESSAGE_BYTES);
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = message.floor_char_boundary(MAX_REPORT_MESSAGE_BYTES);
         if cut < message.len() {
             self.truncated = true;
         }

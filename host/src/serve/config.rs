@@ -93,13 +93,10 @@ impl TokenHash {
         TokenHash(Sha256::digest(token.as_bytes()).into())
     }
 
-    /// Compare without an early exit on the first differing byte.
+    /// Compare in constant time (no early exit on the first differing byte).
     pub fn matches(&self, other: &TokenHash) -> bool {
-        self.0
-            .iter()
-            .zip(other.0.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+        use subtle::ConstantTimeEq;
+        self.0.ct_eq(&other.0).into()
     }
 }
 

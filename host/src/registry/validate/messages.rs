@@ -275,11 +275,7 @@ pub(super) fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    &s[..s.floor_char_boundary(max)]
 }
 
 /// `s` if it fits in `max` bytes, else its longest prefix that fits together with `…`.
