@@ -115,43 +115,38 @@ impl AgentConfig {
     }
 }
 
-/// Why a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The model answered without proposing a tool call.
-    Finished,
-    MaxSteps,
-    MaxToolCalls,
-    MaxCallsPerTool,
-    Deadline,
-    TokenBudget,
-    RepeatedCall,
-    TerminalTool,
-    Cancelled,
-    /// The model request failed after its retries (or could not be retried).
-    ProviderError,
-}
-
-impl StopReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::Finished => "finished",
-            StopReason::MaxSteps => "max_steps",
-            StopReason::MaxToolCalls => "max_tool_calls",
-            StopReason::MaxCallsPerTool => "max_calls_per_tool",
-            StopReason::Deadline => "deadline",
-            StopReason::TokenBudget => "token_budget",
-            StopReason::RepeatedCall => "repeated_call",
-            StopReason::TerminalTool => "terminal_tool",
-            StopReason::Cancelled => "cancelled",
-            StopReason::ProviderError => "provider_error",
-        }
+crate::contract::wire_enum! {
+    /// Why a run ended.
+    pub enum StopReason {
+        /// The model answered without proposing a tool call.
+        Finished = "finished",
+        MaxSteps = "max_steps",
+        MaxToolCalls = "max_tool_calls",
+        MaxCallsPerTool = "max_calls_per_tool",
+        Deadline = "deadline",
+        TokenBudget = "token_budget",
+        RepeatedCall = "repeated_call",
+        TerminalTool = "terminal_tool",
+        Cancelled = "cancelled",
+        /// The model request failed after its retries (or could not be retried).
+        ProviderError = "provider_error",
     }
 }
 
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every stop reason's wire name round-trips and is its own.
+    #[test]
+    fn stop_reasons_round_trip() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in StopReason::ALL {
+            let wire = serde_json::to_value(r).unwrap();
+            assert_eq!(wire, serde_json::json!(r.as_str()));
+            assert_eq!(serde_json::from_value::<StopReason>(wire).unwrap(), *r);
+            assert!(seen.insert(r.as_str()));
+        }
+        assert_eq!(StopReason::ALL.len(), 10);
     }
 }

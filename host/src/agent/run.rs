@@ -208,7 +208,7 @@ pub async fn run_agent(
         for ((call, provider_id), result) in runnable.iter().zip(&results) {
             *st.summary
                 .tool_calls
-                .entry(status_name(result.status).to_string())
+                .entry(result.status.as_str().to_string())
                 .or_default() += 1;
             if let Some(code) = result.code {
                 *st.summary
@@ -361,13 +361,4 @@ fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes:
         &digest_bytes(bytes),
         bytes.len() as u64,
     );
-}
-
-fn status_name(s: Status) -> &'static str {
-    match s {
-        Status::Completed => "completed",
-        Status::Failed => "failed",
-        Status::Cancelled => "cancelled",
-        Status::OutcomeUnknown => "outcome_unknown",
-    }
 }

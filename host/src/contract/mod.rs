@@ -13,6 +13,9 @@ mod problem;
 mod render;
 mod risk;
 pub mod strict_json;
+pub(crate) mod wire;
+
+pub(crate) use wire::wire_enum;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -37,90 +40,95 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// The tool ran and returned a value that passed every check.
-    Completed,
-    /// A stage stopped the call, or the tool failed; `code` says which.
-    Failed,
-    /// The call was cancelled before it could finish.
-    Cancelled,
-    /// The call may or may not have had its effect (the host lost track of it).
-    OutcomeUnknown,
-}
-
-/// Why a call did not complete. The serialized names are stable: callers match on them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Code {
-    UnknownTool,
-    InvalidArguments,
-    Unauthorized,
-    ApprovalRequired,
-    /// A human declined the call.
-    ApprovalDenied,
-    /// A genuine approval token for this call, past its expiry.
-    ApprovalExpired,
-    /// The approval token is malformed, forged or altered (not minted with this host's key).
-    ApprovalInvalid,
-    /// A genuine approval token, minted for another call (tool, arguments or run).
-    ApprovalMismatch,
-    /// A genuine approval token, already used once.
-    ApprovalReused,
-    /// A genuine approval token, minted for another principal or tenant.
-    ApprovalWrongPrincipal,
-    BudgetExhausted,
-    RateLimited,
-    DuplicateCallId,
-    DeadlineExceeded,
-    FuelExhausted,
-    MemoryExceeded,
-    OutputTooLarge,
-    GuestTrap,
-    ToolError,
-    InvalidOutput,
-    Cancelled,
-    CancelledAfterStart,
-    /// The host could not set the call up (not the guest's fault); see the diagnostic log.
-    HostError,
-}
-
-impl Code {
-    /// The stable snake_case name of this code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::UnknownTool => "unknown_tool",
-            Code::InvalidArguments => "invalid_arguments",
-            Code::Unauthorized => "unauthorized",
-            Code::ApprovalRequired => "approval_required",
-            Code::ApprovalDenied => "approval_denied",
-            Code::ApprovalExpired => "approval_expired",
-            Code::ApprovalInvalid => "approval_invalid",
-            Code::ApprovalMismatch => "approval_mismatch",
-            Code::ApprovalReused => "approval_reused",
-            Code::ApprovalWrongPrincipal => "approval_wrong_principal",
-            Code::BudgetExhausted => "budget_exhausted",
-            Code::RateLimited => "rate_limited",
-            Code::DuplicateCallId => "duplicate_call_id",
-            Code::DeadlineExceeded => "deadline_exceeded",
-            Code::FuelExhausted => "fuel_exhausted",
-            Code::MemoryExceeded => "memory_exceeded",
-            Code::OutputTooLarge => "output_too_large",
-            Code::GuestTrap => "guest_trap",
-            Code::ToolError => "tool_error",
-            Code::InvalidOutput => "invalid_output",
-            Code::Cancelled => "cancelled",
-            Code::CancelledAfterStart => "cancelled_after_start",
-            Code::HostError => "host_error",
-        }
+wire_enum! {
+    /// How a call ended.
+    pub enum Status {
+        /// The tool ran and returned a value that passed every check.
+        Completed = "completed",
+        /// A stage stopped the call, or the tool failed; `code` says which.
+        Failed = "failed",
+        /// The call was cancelled before it could finish.
+        Cancelled = "cancelled",
+        /// The call may or may not have had its effect (the host lost track of it).
+        OutcomeUnknown = "outcome_unknown",
     }
 }
 
-impl std::fmt::Display for Code {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+wire_enum! {
+    /// Why a call did not complete. The wire names are stable: callers match on them.
+    pub enum Code {
+        UnknownTool = "unknown_tool",
+        InvalidArguments = "invalid_arguments",
+        Unauthorized = "unauthorized",
+        ApprovalRequired = "approval_required",
+        /// A human declined the call.
+        ApprovalDenied = "approval_denied",
+        /// A genuine approval token for this call, past its expiry.
+        ApprovalExpired = "approval_expired",
+        /// The approval token is malformed, forged or altered (not minted with this host's key).
+        ApprovalInvalid = "approval_invalid",
+        /// A genuine approval token, minted for another call (tool, arguments or run).
+        ApprovalMismatch = "approval_mismatch",
+        /// A genuine approval token, already used once.
+        ApprovalReused = "approval_reused",
+        /// A genuine approval token, minted for another principal or tenant.
+        ApprovalWrongPrincipal = "approval_wrong_principal",
+        BudgetExhausted = "budget_exhausted",
+        RateLimited = "rate_limited",
+        DuplicateCallId = "duplicate_call_id",
+        DeadlineExceeded = "deadline_exceeded",
+        FuelExhausted = "fuel_exhausted",
+        MemoryExceeded = "memory_exceeded",
+        OutputTooLarge = "output_too_large",
+        GuestTrap = "guest_trap",
+        ToolError = "tool_error",
+        InvalidOutput = "invalid_output",
+        Cancelled = "cancelled",
+        CancelledAfterStart = "cancelled_after_start",
+        /// The host could not set the call up (not the guest's fault); see the diagnostic log.
+        HostError = "host_error",
+    }
+}
+
+wire_enum! {
+    /// The pipeline stage a ledger event belongs to, in pipeline order (`recover` is start-up's).
+    pub enum Stage {
+        Admit = "admit",
+        Resolve = "resolve",
+        Validate = "validate",
+        Authorize = "authorize",
+        Approve = "approve",
+        Limit = "limit",
+        Execute = "execute",
+        Check = "check",
+        Record = "record",
+        Recover = "recover",
+    }
+}
+
+wire_enum! {
+    /// What a stage decided, besides ending the call with a [`Code`] (whose names it shares).
+    pub enum Decision {
+        /// Admission: a call the ledger has not seen.
+        New = "new",
+        /// Admission: the same call again; its recorded outcome is returned.
+        Replay = "replay",
+        /// Admission: the same id with other arguments; the original is left alone.
+        Conflict = "conflict",
+        /// Admission: the same call is still running.
+        InFlight = "in_flight",
+        /// Authorization: a rule (or the default) allows the call.
+        Allowed = "allowed",
+        /// Approval: a genuine token for this call.
+        Approved = "approved",
+        /// Approval: a human was asked.
+        Asked = "asked",
+        /// Approval: the human approved, but the token could not be minted.
+        MintFailed = "mint_failed",
+        /// Execution: the tool ran and its output passed every check.
+        Completed = "completed",
+        /// Recovery: a call a previous process left open.
+        OutcomeUnknown = "outcome_unknown",
     }
 }
 

@@ -45,8 +45,8 @@ impl ToolResult {
         };
         let (body, cut) = frame::escape(&body, max_bytes);
         let status = match self.code {
-            Some(code) => format!("{} ({code})", status_str(self.status)),
-            None => status_str(self.status).to_string(),
+            Some(code) => format!("{} ({code})", self.status.as_str()),
+            None => self.status.as_str().to_string(),
         };
         let name = clip(&self.tool, 64).0;
         let id = clip(&self.call_id, 128).0;
@@ -76,7 +76,7 @@ impl ToolResult {
             "{mark} {} [{}] {}{code} {} ms, fuel {}{msg}",
             printable(clip(&self.tool, 64).0),
             printable(clip(&self.call_id, 64).0),
-            status_str(self.status),
+            self.status.as_str(),
             self.usage.wall_ms,
             self.usage.fuel_consumed
         )
@@ -96,15 +96,6 @@ impl ToolResult {
             "output": output,
             "usage": self.usage,
         })
-    }
-}
-
-fn status_str(s: Status) -> &'static str {
-    match s {
-        Status::Completed => "completed",
-        Status::Failed => "failed",
-        Status::Cancelled => "cancelled",
-        Status::OutcomeUnknown => "outcome_unknown",
     }
 }
 

@@ -16,6 +16,7 @@ use super::error::check_key;
 use super::outcome::{close_call, Outcome};
 use super::{now_ms, Ledger, LedgerError};
 use crate::contract::ToolResult;
+use crate::contract::{Decision, Stage};
 
 /// The model-safe message of a call that recovery closed.
 pub const OUTCOME_UNKNOWN_MESSAGE: &str =
@@ -171,7 +172,12 @@ impl Ledger {
             "arguments sha256 {}, {} bytes",
             key.args_digest, key.args_size
         );
-        let mut lines = event_lines([(at_ms, "admit", "new", detail.as_str())])?;
+        let mut lines = event_lines([(
+            at_ms,
+            Stage::Admit.as_str(),
+            Decision::New.as_str(),
+            detail.as_str(),
+        )])?;
         lines.push_str(&pending_lines(events)?);
         tx.prepare_cached(
             "INSERT INTO calls
@@ -358,7 +364,7 @@ fn decide(
             tx,
             run_id,
             call_id,
-            &event_lines([(now, "admit", decision, detail)])?,
+            &event_lines([(now, Stage::Admit.as_str(), decision, detail)])?,
         )
     };
     if found.tool != key.tool || found.args_digest != key.args_digest {
@@ -367,22 +373,23 @@ fn decide(
              {:?}, sha256 {}); refused as duplicate_call_id, this call unchanged",
             key.tool, key.args_digest, key.args_size, found.tool, found.args_digest
         );
-        admit_event("conflict", &detail)?;
+        admit_event(Decision::Conflict.as_str(), &detail)?;
         return Ok(Admission::Conflict);
     }
     if let Some(result_json) = found.result_json {
         let result = decode_result(&result_json)?;
         admit_event(
-            "replay",
+            Decision::Replay.as_str(),
             "same call again; answered from its recorded outcome, not re-run",
         )?;
         return Ok(Admission::Replay(result));
     }
     // A duplicate may poll admit until the original ends: one event per streak.
     let last = parse_events(found.events.lines().last().unwrap_or_default())?;
-    if !matches!(last.as_slice(), [e] if e.stage == "admit" && e.decision == "in_flight") {
+    if !matches!(last.as_slice(), [e] if e.stage == Stage::Admit.as_str() && e.decision == Decision::InFlight.as_str())
+    {
         admit_event(
-            "in_flight",
+            Decision::InFlight.as_str(),
             "same call again while it has no outcome yet; not run twice",
         )?;
     }
@@ -405,7 +412,7 @@ fn check_result_id(run_id: &str, call_id: &str, result: &ToolResult) -> Result<(
 fn record_line(result: &ToolResult, outcome: &Outcome, now: i64) -> Result<String, LedgerError> {
     event_lines([(
         now,
-        "record",
+        Stage::Record.as_str(),
         status_str(result.status),
         outcome.detail.as_str(),
     )])

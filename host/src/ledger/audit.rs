@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::codec::{from_sql_u64, parse_code, parse_name, to_sql_u64};
 use super::error::check_key;
 use super::{now_ms, Ledger, LedgerError};
+use crate::contract::Stage;
 use crate::contract::{Code, Status, Usage};
 
 /// Where a call is in its life.
@@ -103,7 +104,7 @@ pub struct TranscriptEntry {
 
 /// The stage and decision of the event that asks a human for approval; its detail is the
 /// approval digest, which `toolhost approve` looks up ([`Ledger::approval_request`]).
-const APPROVAL_REQUIRED: (&str, &str) = ("approve", "approval_required");
+const APPROVAL_REQUIRED: (&str, &str) = (Stage::Approve.as_str(), Code::ApprovalRequired.as_str());
 
 /// Events as stored in a call's `events` column: one JSON object per line, in order.
 pub(crate) fn event_lines<'a>(
@@ -177,7 +178,7 @@ pub(crate) fn append_lines(
 ) -> Result<(), LedgerError> {
     let marker = event_lines([(
         now_ms(),
-        "admit",
+        Stage::Admit.as_str(),
         CAPPED,
         "this call's audit trail is full; later repeats of it are not recorded",
     )])?;

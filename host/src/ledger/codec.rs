@@ -7,14 +7,9 @@ use serde_json::Value;
 use super::LedgerError;
 use crate::contract::{Code, Status, ToolResult};
 
-/// The stored name of a status (the same as its serialized name).
+/// The stored name of a status: its wire name.
 pub(crate) fn status_str(status: Status) -> &'static str {
-    match status {
-        Status::Completed => "completed",
-        Status::Failed => "failed",
-        Status::Cancelled => "cancelled",
-        Status::OutcomeUnknown => "outcome_unknown",
-    }
+    status.as_str()
 }
 
 /// A status or code back from its stored snake_case name.

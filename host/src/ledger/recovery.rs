@@ -7,6 +7,7 @@ use super::audit::event_lines;
 use super::outcome::{close_call, Outcome};
 use super::{now_ms, Ledger, LedgerError};
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
+use crate::contract::{Decision, Stage};
 
 impl Ledger {
     /// Close every call a previous process left `admitted` or `started` as `outcome_unknown`
@@ -66,7 +67,12 @@ impl Ledger {
                 "the host stopped while this call was {state}; closed as outcome_unknown, \
                  never re-run"
             );
-            let lines = event_lines([(now, "recover", "outcome_unknown", detail.as_str())])?;
+            let lines = event_lines([(
+                now,
+                Stage::Recover.as_str(),
+                Decision::OutcomeUnknown.as_str(),
+                detail.as_str(),
+            )])?;
             close_call(&tx, &run_id, &call_id, &result, &outcome, now, &lines)?;
             closed.push((run_id, call_id));
         }

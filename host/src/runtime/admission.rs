@@ -13,6 +13,7 @@
 //! sandbox, after the start is committed). Keep it that way, or release claims on drop.
 
 use crate::contract::{Code, RunContext, ToolCall, ToolResult, Usage};
+use crate::contract::{Decision, Stage};
 use crate::ledger::{now_ms, Admission, Opening, PendingEvent};
 
 use super::pipeline::duplicate_call_id;
@@ -47,8 +48,8 @@ impl Runtime {
             return match &log.late {
                 Some(l) if l.digest != digest => {
                     log.events.push(PendingEvent::now(
-                        "admit",
-                        "conflict",
+                        Stage::Admit.as_str(),
+                        Decision::Conflict.as_str(),
                         &format!(
                             "call id reused for tool {:?} with arguments sha256 {digest}, \
                              {size} bytes; refused as duplicate_call_id, this call unchanged",

@@ -3,6 +3,7 @@
 use crate::contract::{
     ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, ToolCall, ToolResult, Usage,
 };
+use crate::contract::{Decision, Stage};
 use crate::policy::{canonical_json, ApprovalSubject};
 use crate::registry::Tool;
 
@@ -43,7 +44,13 @@ impl Runtime {
                         asked.as_str()
                     }
                     None => {
-                        self.event(ctx, call, "approve", "approval_required", &request.digest);
+                        self.event(
+                            ctx,
+                            call,
+                            Stage::Approve,
+                            Code::ApprovalRequired.as_str(),
+                            &request.digest,
+                        );
                         let mut r = ToolResult::failed(
                             call,
                             Code::ApprovalRequired,
@@ -63,14 +70,20 @@ impl Runtime {
             |id: &str, expires: i64| self.ledger.consume_token(id, expires).unwrap_or(false);
         match self.approval_key.verify(token, &subject, now, consume) {
             Ok(()) => {
-                self.event(ctx, call, "approve", "approved", "");
+                self.event(ctx, call, Stage::Approve, Decision::Approved.as_str(), "");
                 Ok(())
             }
             Err(failure) => {
                 // Each failure has its own code and a fixed model-safe message; the reason
                 // (which check, for the operator) goes to the ledger only.
                 let code = failure.code();
-                self.event(ctx, call, "approve", code.as_str(), &failure.to_string());
+                self.event(
+                    ctx,
+                    call,
+                    Stage::Approve,
+                    code.as_str(),
+                    &failure.to_string(),
+                );
                 Err(Box::new(ToolResult::failed(
                     call,
                     code,
@@ -103,7 +116,13 @@ impl Runtime {
             tenant: subject.tenant.clone(),
             expires_at: request.expires_at,
         };
-        self.event(ctx, call, "approve", "asked", &request.digest);
+        self.event(
+            ctx,
+            call,
+            Stage::Approve,
+            Decision::Asked.as_str(),
+            &request.digest,
+        );
         let answer = tokio::select! {
             a = approver.0.ask(&prompt) => a,
             _ = ctx.cancel.cancelled() => ApprovalAnswer::Unavailable,
@@ -112,7 +131,13 @@ impl Runtime {
             ApprovalAnswer::Approved => match self.approval_key.mint(&request.handle) {
                 Ok(token) => Ok(Some(token)),
                 Err(e) => {
-                    self.event(ctx, call, "approve", "mint_failed", &e.to_string());
+                    self.event(
+                        ctx,
+                        call,
+                        Stage::Approve,
+                        Decision::MintFailed.as_str(),
+                        &e.to_string(),
+                    );
                     Ok(None)
                 }
             },
@@ -120,8 +145,8 @@ impl Runtime {
                 self.event(
                     ctx,
                     call,
-                    "approve",
-                    "approval_denied",
+                    Stage::Approve,
+                    Code::ApprovalDenied.as_str(),
                     "declined by a human",
                 );
                 Err(Box::new(ToolResult::failed(

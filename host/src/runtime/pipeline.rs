@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::contract::bounds::check_call;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
+use crate::contract::{Decision, Stage};
 use crate::ledger::{digest_bytes, Admission, PendingEvent};
 use crate::policy::{canonical_json, Subject};
 
@@ -91,7 +92,7 @@ impl Runtime {
             Ok(Admission::New { .. }) => {
                 let code = result.code.map_or("failed", |c| c.as_str());
                 let detail = super::clip(&result.message, 256).to_string();
-                self.event(ctx, call, "validate", code, &detail);
+                self.event(ctx, call, Stage::Validate, code, &detail);
                 self.record(ctx, call, result)
             }
             Ok(Admission::Replay(recorded)) => recorded,
@@ -126,7 +127,7 @@ impl Runtime {
         &self,
         ctx: &RunContext,
         call: &ToolCall,
-        stage: &str,
+        stage: Stage,
         decision: &str,
         detail: &str,
     ) {
@@ -139,7 +140,7 @@ impl Runtime {
             .entry((ctx.run_id.clone(), call.call_id.clone()))
             .or_default()
             .events
-            .push(PendingEvent::now(stage, decision, detail));
+            .push(PendingEvent::now(stage.as_str(), decision, detail));
     }
 
     /// What the call has not committed yet.
@@ -160,7 +161,7 @@ impl Runtime {
     ) -> ToolResult {
         // 2. resolve
         let Some(tool) = self.registry.get(&call.name) else {
-            self.event(ctx, call, "resolve", "unknown_tool", "");
+            self.event(ctx, call, Stage::Resolve, Code::UnknownTool.as_str(), "");
             return ToolResult::failed(
                 call,
                 Code::UnknownTool,
@@ -172,7 +173,13 @@ impl Runtime {
         let params = match self.validate(tool, &call.arguments) {
             Ok(p) => p,
             Err(message) => {
-                self.event(ctx, call, "validate", "invalid_arguments", "");
+                self.event(
+                    ctx,
+                    call,
+                    Stage::Validate,
+                    Code::InvalidArguments.as_str(),
+                    "",
+                );
                 return ToolResult::failed(call, Code::InvalidArguments, message, Usage::default());
             }
         };
@@ -188,11 +195,11 @@ impl Runtime {
         self.event(
             ctx,
             call,
-            "authorize",
+            Stage::Authorize,
             if decision.allowed {
-                "allowed"
+                Decision::Allowed.as_str()
             } else {
-                "unauthorized"
+                Code::Unauthorized.as_str()
             },
             &decision.reason,
         );
@@ -215,11 +222,17 @@ impl Runtime {
             .budgets
             .take(&ctx.run_id, tool.name.as_str(), &ctx.budgets)
         {
-            self.event(ctx, call, "limit", "budget_exhausted", why);
+            self.event(ctx, call, Stage::Limit, Code::BudgetExhausted.as_str(), why);
             return ToolResult::failed(call, Code::BudgetExhausted, why, Usage::default());
         }
         if !self.rate.allow(&ctx.principal, Instant::now()) {
-            self.event(ctx, call, "limit", "rate_limited", "principal rate");
+            self.event(
+                ctx,
+                call,
+                Stage::Limit,
+                Code::RateLimited.as_str(),
+                "principal rate",
+            );
             return ToolResult::failed(
                 call,
                 Code::RateLimited,
@@ -228,7 +241,13 @@ impl Runtime {
             );
         }
         let Some(_slot) = self.concurrency.try_slot() else {
-            self.event(ctx, call, "limit", "rate_limited", "host concurrency");
+            self.event(
+                ctx,
+                call,
+                Stage::Limit,
+                Code::RateLimited.as_str(),
+                "host concurrency",
+            );
             return ToolResult::failed(
                 call,
                 Code::RateLimited,
@@ -237,15 +256,21 @@ impl Runtime {
             );
         };
         if ctx.cancel.is_cancelled() {
-            self.event(ctx, call, "execute", "cancelled", "before start");
+            self.event(
+                ctx,
+                call,
+                Stage::Execute,
+                Code::Cancelled.as_str(),
+                "before start",
+            );
             return cancelled(call, Status::Cancelled, Code::Cancelled);
         }
         if ctx.deadline.is_some_and(|d| Instant::now() >= d) {
             self.event(
                 ctx,
                 call,
-                "execute",
-                "deadline_exceeded",
+                Stage::Execute,
+                Code::DeadlineExceeded.as_str(),
                 "run deadline passed before start",
             );
             return ToolResult::failed(
@@ -267,8 +292,10 @@ impl Runtime {
         self.event(
             ctx,
             call,
-            "execute",
-            result.code.map_or("completed", |c| c.as_str()),
+            Stage::Execute,
+            result
+                .code
+                .map_or(Decision::Completed.as_str(), |c| c.as_str()),
             "",
         );
         result
