@@ -111,6 +111,26 @@ failing_fixture! {
     panic_is_guest_trap => "panic", Code::GuestTrap;
 }
 
+/// A trap keeps wasmtime's kind — the exact trap, not only the code `guest_trap`: a Rust
+/// guest's stack lives in its linear memory, so unbounded recursion runs off its bottom
+/// (`MemoryOutOfBounds`), and a Rust panic ends in `unreachable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traps_keep_their_kind() {
+    use toolhost::sandbox::{Fault, Trap};
+    let rt = runtime(&adversarial_config());
+    for (tool, want) in [
+        ("deep_recursion", Trap::MemoryOutOfBounds),
+        ("panic", Trap::UnreachableCodeReached),
+    ] {
+        let exec = rt.execute(rt.registry.get(tool).unwrap(), &[]).await;
+        match exec.outcome {
+            Err(Fault::Trap { kind, .. }) => assert_eq!(kind, Some(want), "{tool}"),
+            other => panic!("{tool}: {other:?}"),
+        }
+    }
+    assert_still_serves(&rt).await;
+}
+
 /// A write into a read-only preopen is the tool's own error, and the file is unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_readonly_is_refused_and_file_unchanged() {

@@ -55,7 +55,9 @@ impl Runtime {
                         r.usage = usage;
                         return r;
                     }
-                    Fault::Trap { detail } => (Code::GuestTrap, "the tool crashed", Some(detail)),
+                    Fault::Trap { detail, .. } => {
+                        (Code::GuestTrap, "the tool crashed", Some(detail))
+                    }
                     Fault::HostBusy => (
                         Code::HostError,
                         "the host is running as many calls as it can; retry later",

@@ -28,8 +28,10 @@ pub enum Fault {
     Cancelled,
     /// Every instance slot of the host was taken: the host's own limit, not the guest's fault.
     HostBusy,
-    /// The guest trapped (panic, stack overflow, unreachable, ...). Operator detail only.
+    /// The guest trapped (panic, stack overflow, unreachable, ...): wasmtime's trap kind when
+    /// the error carries one, so callers and tests can tell which. Operator detail only.
     Trap {
+        kind: Option<Trap>,
         detail: String,
     },
     /// The host could not set up the call. Operator detail only.
@@ -159,7 +161,8 @@ fn classify(e: &wasmtime::Error, limiter: &CallLimiter) -> Fault {
     match e.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => Fault::FuelExhausted,
         Some(Trap::Interrupt) => Fault::DeadlineExceeded,
-        _ => Fault::Trap {
+        kind => Fault::Trap {
+            kind: kind.copied(),
             detail: format!("{e:#}"),
         },
     }

@@ -26,6 +26,8 @@ pub use host_api::{Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYT
 pub use host_dir::{check_caller_name, HostDir, HostDirError, MAX_CALLER_COMPONENT_BYTES};
 pub use limits::*;
 pub use network::{Allowlist, HostPort};
+/// wasmtime's trap kinds, as [`Fault::Trap`] carries them.
+pub use wasmtime::Trap;
 
 /// A fault of the host side of the sandbox (not of a guest).
 #[derive(Debug, thiserror::Error)]
