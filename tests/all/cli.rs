@@ -180,3 +180,23 @@ fn bad_command_line_exits_2() {
     assert_eq!(out.status, 2);
     assert!(out.stderr.contains("cannot read config"), "{}", out.stderr);
 }
+
+/// A closed stdout (`toolhost tools | head -1`) is not a panic: the command ends as it would
+/// have, with nothing on stderr about it.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["tools", "--config"])
+        .arg(example_config())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end before the host has loaded its components and written anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

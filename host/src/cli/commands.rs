@@ -44,7 +44,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
             match crate::config::check(&loaded, EpochMode::Manual) {
                 Ok(checked) => {
                     warn(&checked.registry);
-                    println!(
+                    out!(
                         "{}",
                         serde_json::to_string_pretty(&loaded.effective(&checked.registry))
                             .expect("settings serialize")
@@ -107,7 +107,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
                     for e in record.events.iter().filter(|e| e.stage == "authorize") {
                         eprintln!("  {}", e.detail);
                     }
-                    println!("{token}");
+                    out!("{token}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => usage_error(&e),
@@ -129,7 +129,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
                     Err(e) => return usage_error(&e),
                 },
             };
-            println!(
+            out!(
                 "{}",
                 serde_json::to_string_pretty(&out.expect("records serialize"))
                     .expect("records serialize")
@@ -168,7 +168,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
             };
             let ctx = context(&rt, &identity);
             let results = run_batch(&rt, &ctx, &batch).await;
-            println!(
+            out!(
                 "{}",
                 serde_json::to_string(&results).expect("results serialize")
             );
@@ -195,7 +195,7 @@ pub(super) fn context(rt: &Runtime, id: &Identity) -> crate::RunContext {
 }
 
 fn print_result(result: &ToolResult) -> ExitCode {
-    println!(
+    out!(
         "{}",
         serde_json::to_string(result).expect("a ToolResult serializes")
     );
@@ -216,7 +216,7 @@ fn fresh_call_id() -> String {
 
 fn print_definitions(reg: &Registry) -> ExitCode {
     let defs: Vec<_> = reg.tools().map(|t| t.definition()).collect();
-    println!(
+    out!(
         "{}",
         serde_json::to_string_pretty(&defs).expect("definitions serialize")
     );

@@ -153,7 +153,7 @@ pub(super) async fn agent_run(
         summary.tool_calls,
         summary.tokens.total
     );
-    println!(
+    out!(
         "{}",
         serde_json::to_string_pretty(&summary).expect("a summary serializes")
     );

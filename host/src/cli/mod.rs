@@ -13,6 +13,15 @@
 //! - `frontends`: `serve` (MCP) and `agent` (the model loop);
 //! - `proposals`: `call`'s arguments and `batch`'s file, parsed strictly.
 
+/// `println!` that does not panic when stdout is closed (`toolhost tools | head`): what cannot
+/// be written is dropped, and the command ends as it would have.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod commands;
 mod frontends;
 mod proposals;
