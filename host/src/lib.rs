@@ -6,29 +6,38 @@
 //! memory and table ceiling, an output ceiling and the tool's capability grant, and returns one
 //! [`ToolResult`] whose message is safe to show a model.
 //!
-//! # Layout
+//! # What a library user needs
 //!
-//! - [`contract`]: `ToolCall`, `ToolResult`, status and codes, risk — the vocabulary.
-//! - [`registry`]: components → tools; WIT → JSON Schema; JSON ↔ component values.
-//! - [`sandbox`]: engine, limits, WASI context from a grant, network policy, executor.
-//! - [`policy`]: authorization rules and approval tokens.
-//! - [`ledger`]: admission, replay, terminal outcomes and the audit trail (SQLite).
-//! - [`runtime`]: the pipeline over the registry and the sandbox.
-//! - [`serve`]: MCP over stdio and Streamable HTTP.
-//! - [`agent`]: the bounded agent loop against an OpenAI-compatible endpoint.
-//! - [`config`]: the config file: every section checked, then a [`Runtime`] built from it.
-//! - [`cli`]: the `toolhost` command line (`main.rs` only parses and calls it).
+//! - [`Config`] and [`Runtime`]: load and check `toolhost.toml`, build the host
+//!   (`Runtime::from_config`), and run calls (`Runtime::run_call`, `Runtime::call`).
+//! - [`contract`]: the vocabulary — [`ToolCall`], [`ToolResult`], [`Status`], [`Code`], [`Risk`],
+//!   [`RunContext`].
+//! - [`serve`]: MCP over stdio and Streamable HTTP; [`agent`]: the bounded model loop.
+//! - [`config`]: the file's sections and errors, `check-config`'s effective settings.
+//!
+//! The other modules — `registry`, `sandbox`, `policy`, `ledger`, `runtime`, `cli` — are the
+//! machinery behind those (layered as `docs/architecture.md` says). They are public so that the
+//! integration tests, the benchmarks and the fuzz targets can reach single stages, and hidden
+//! from the documentation: they are not a stable interface. So are the benchmark-only entry
+//! points (`Runtime::unrecorded_for_benchmarks`, `call_floor`, `benchmark_params`).
 
 pub mod agent;
-pub mod cli;
 pub mod config;
 pub mod contract;
-pub mod ledger;
-pub mod policy;
-pub mod registry;
-pub mod runtime;
-pub mod sandbox;
 pub mod serve;
+
+#[doc(hidden)]
+pub mod cli;
+#[doc(hidden)]
+pub mod ledger;
+#[doc(hidden)]
+pub mod policy;
+#[doc(hidden)]
+pub mod registry;
+#[doc(hidden)]
+pub mod runtime;
+#[doc(hidden)]
+pub mod sandbox;
 
 pub use config::Config;
 pub use contract::{Budgets, Code, Risk, RunContext, Status, ToolCall, ToolResult, Usage};

@@ -126,6 +126,7 @@ impl Runtime {
     /// **Benchmarks only.** The same runtime with the ledger left out of the pipeline: no
     /// admission, no audit events, no recorded outcome — so no replay and no exactly-once.
     /// It exists to measure the ledger's share of a call; no frontend uses it.
+    #[doc(hidden)]
     pub fn unrecorded_for_benchmarks(mut self) -> Runtime {
         self.unrecorded = true;
         self
@@ -157,6 +158,7 @@ impl Runtime {
 
     /// **Benchmarks only:** the tool's call on raw wasmtime, with no pipeline and no limits
     /// ([`Sandbox::call_floor`]). `params` come from [`Runtime::benchmark_params`].
+    #[doc(hidden)]
     pub async fn call_floor(
         &self,
         tool: &Tool,
@@ -173,6 +175,7 @@ impl Runtime {
     }
 
     /// **Benchmarks only:** validated, converted parameters for a call of `tool`.
+    #[doc(hidden)]
     pub fn benchmark_params(
         &self,
         tool: &Tool,

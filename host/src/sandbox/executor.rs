@@ -173,6 +173,7 @@ impl Sandbox {
     /// empty WASI context (no limiter, no pipes, fuel and epoch deadline out of the way),
     /// instantiate `pre`, call `func`, drop. No limits are enforced: never give it a guest
     /// you do not trust.
+    #[doc(hidden)]
     pub async fn call_floor(
         &self,
         pre: &InstancePre<CallState>,

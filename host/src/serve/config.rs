@@ -34,7 +34,7 @@ pub struct ServeConfig {
     /// stops DNS rebinding. Default: loopback names only.
     #[serde(default = "default_hosts")]
     pub allowed_hosts: Vec<String>,
-    /// Browser origins (scheme://host[:port]) allowed to call. Besides them, only the server's
+    /// Browser origins (`scheme://host[:port]`) allowed to call. Besides them, only the server's
     /// own origin on a loopback bind passes (`http::own_origins`); empty (the default): any
     /// other `Origin` header is refused.
     #[serde(default)]
