@@ -9,7 +9,7 @@ use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions, StopReason, 
 use toolhost::Runtime;
 
 use crate::openai::{scripted, text, tool_calls, Reply, Scripted};
-use crate::support::{guest, repo, toml_path, toolhost};
+use crate::support::{guest, toml_path, toolhost};
 
 /// The example tools the scenarios call: greet (read), read_text/list_dir (read) and
 /// write_text (write) over a fresh workspace.
@@ -24,7 +24,7 @@ fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
          [[component]]\npath = {template}\n\
          [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\", mode = \"rw\" }}]\n\
          [component.tools.write-text]\nrisk = \"write\"\n",
-        data = toml_path(&repo().join(".toolhost")),
+        data = crate::support::own_data(),
         template = toml_path(&guest("template")),
         fs = toml_path(&guest("fs-tools")),
         ws = toml_path(&ws),

@@ -8,7 +8,7 @@ use serde_json::json;
 use toolhost::sandbox::deadline_ticks;
 use toolhost::{Code, EpochMode, Runtime, Status};
 
-use crate::support::{guest, repo, temp_config, toml_path};
+use crate::support::{guest, temp_config, toml_path};
 
 /// A spinning guest with an hour of fuel and a 60 s deadline is interrupted by the epochs we
 /// advance by hand, long before the async timeout could fire.
@@ -16,7 +16,7 @@ use crate::support::{guest, repo, temp_config, toml_path};
 async fn manual_epochs_interrupt_a_spinning_guest() {
     let (_dir, path) = temp_config(&format!(
         "data_dir = {}\n[[component]]\npath = {}\n[component.tools.spin-deadline]\nlimits = {{ fuel = 1_000_000_000_000, deadline_ms = 60_000 }}\n[component.tools.exfiltrate]\nnetwork = {{ allow = [\"127.0.0.1:47002\"] }}\n",
-        toml_path(&repo().join(".toolhost")),
+        crate::support::own_data(),
         toml_path(&guest("hostile")),
     ));
     let rt = Arc::new(Runtime::from_config(&path, EpochMode::Manual).unwrap());

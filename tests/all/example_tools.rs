@@ -3,10 +3,10 @@
 use serde_json::json;
 use toolhost::{Code, Status};
 
-use crate::support::{guest, http_server, repo, run, runtime, temp_config, toml_path};
+use crate::support::{guest, http_server, run, runtime, temp_config, toml_path};
 
 fn cache() -> String {
-    toml_path(&repo().join(".toolhost"))
+    crate::support::own_data()
 }
 
 /// Length and temperature conversions, enum-constrained units, and the tool's own error.

@@ -8,7 +8,7 @@ use toolhost::contract::frame;
 use toolhost::{Code, Status, ToolResult};
 
 use crate::openai::{scripted, text, tool_calls, Reply};
-use crate::support::{guest, repo, toml_path};
+use crate::support::{guest, toml_path};
 
 /// Every delimiter of every rendering: the closing tag, a trusted-looking opening tag, quotes,
 /// escapes, CR/LF, an escape already written out, and Unicode look-alikes and bidi controls.
@@ -26,7 +26,7 @@ fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
         "data_dir = {data}\n\
          [[component]]\npath = {template}\n\
          [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\" }}]\n",
-        data = toml_path(&repo().join(".toolhost")),
+        data = crate::support::own_data(),
         template = toml_path(&guest("template")),
         fs = toml_path(&guest("fs-tools")),
         ws = toml_path(&ws),

@@ -40,8 +40,7 @@ pub(crate) fn fixture(http_port: u16) -> Fixture {
     let workspace = dir.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(workspace.join("hello.txt"), "hello from the workspace\n").unwrap();
-    let data = repo().join(".toolhost");
-    std::fs::create_dir_all(&data).unwrap();
+    let data = crate::support::own_data();
     let text = format!(
         r#"data_dir = {data}
 
@@ -99,7 +98,7 @@ sha256 = "{hash}"
 principal = "alice"
 tenant = "acme"
 "#,
-        data = toml_path(&data),
+        data = data,
         template = toml_path(&guest("template")),
         measure = toml_path(&guest("measure")),
         compute = toml_path(&guest("compute")),
@@ -404,7 +403,7 @@ async fn http_with_the_official_client() {
 fn http_refuses_open_bind_without_tokens() {
     let (_dir, config) = crate::support::temp_config(&format!(
         "data_dir = {}\n[[component]]\npath = {}\n",
-        toml_path(&repo().join(".toolhost")),
+        crate::support::own_data(),
         toml_path(&guest("template"))
     ));
     let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions, StopReason};
 
 use crate::openai::{scripted, text, tool_calls, Reply};
-use crate::support::{guest, line_reader, repo, toml_path, toolhost};
+use crate::support::{guest, line_reader, toml_path, toolhost};
 
 /// The longest any one answer may take before a test gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -29,7 +29,7 @@ fn setup() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "data_dir = {data}\n[[component]]\npath = {template}\n",
-        data = toml_path(&repo().join(".toolhost")),
+        data = crate::support::own_data(),
         template = toml_path(&guest("template")),
     );
     let path = dir.path().join("toolhost.toml");

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::mcp_frames::Serve;
-use crate::support::{guest, repo, temp_config, toml_path};
+use crate::support::{guest, temp_config, toml_path};
 
 /// A session over the conformance tools (`test_tool_with_logging` logs three info lines), the
 /// template (`greet`) and the hostile guests (`log_spam`).
@@ -13,7 +13,7 @@ fn serve() -> (tempfile::TempDir, Serve) {
     let (dir, cfg) = temp_config(&format!(
         "data_dir = {}\n[[component]]\npath = {}\n[[component]]\npath = {}\n[[component]]\npath = {}\n\
          [component.tools.exfiltrate]\nnetwork = {{ allow = [\"127.0.0.1:9\"] }}\n",
-        toml_path(&repo().join(".toolhost")),
+        crate::support::own_data(),
         toml_path(&guest("conformance")),
         toml_path(&guest("template")),
         toml_path(&guest("hostile")),

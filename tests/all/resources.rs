@@ -72,7 +72,7 @@ async fn table_growth_hits_the_ceiling() {
     std::fs::write(&wasm, component).unwrap();
     let (_d, cfg) = temp_config(&format!(
         "data_dir = {}\n[limits]\ntable_elements = 10_000\n[[component]]\npath = {}\n[[component]]\npath = {}\n",
-        toml_path(&repo().join(".toolhost")),
+        crate::support::own_data(),
         toml_path(&wasm),
         toml_path(&crate::support::guest("template")),
     ));

@@ -17,9 +17,7 @@ use toolhost::agent::schema::provider_schema;
 use toolhost::serve::mapping::mcp_tool;
 use toolhost::Runtime;
 
-use crate::support::{
-    adversarial_config, example_config, guest, repo, runtime, temp_config, toml_path,
-};
+use crate::support::{adversarial_config, example_config, guest, runtime, temp_config, toml_path};
 
 /// Keywords whose value may be a bare `true`/`false` (Inspector: `BOOLEAN_VALUED_KEYWORDS`).
 const BOOLEAN_OK: &[&str] = &[
@@ -258,7 +256,7 @@ fn runtimes() -> Vec<(String, Runtime, Option<tempfile::TempDir>)> {
     for component in ["types", "bench-tools", "conformance"] {
         let (dir, cfg) = temp_config(&format!(
             "data_dir = {}\n[[component]]\npath = {}\n",
-            toml_path(&repo().join(".toolhost")),
+            crate::support::own_data(),
             toml_path(&guest(component))
         ));
         all.push((component.to_string(), runtime(&cfg), Some(dir)));

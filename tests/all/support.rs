@@ -38,8 +38,39 @@ pub fn example_config() -> PathBuf {
     repo().join("toolhost.toml")
 }
 
+/// A runtime for `config` with a ledger of its own: a fresh data directory (under
+/// `target/test-data`), and the repository's shared compile cache.
 pub fn runtime(config: &Path) -> Runtime {
-    Runtime::from_config(config, EpochMode::Ticker).expect("config loads")
+    let mut loaded = toolhost::Config::load(config).expect("config loads");
+    loaded.data_dir = Some(fresh_data_dir());
+    loaded.cache_dir = Some(shared_cache());
+    Runtime::from_loaded(&loaded, EpochMode::Ticker).expect("config loads")
+}
+
+/// The compile cache every test shares (compiling is the slow part; the ledger is per test).
+pub fn shared_cache() -> PathBuf {
+    repo().join(".toolhost/cache")
+}
+
+/// What follows `data_dir = ` in a test config: a fresh data directory (so a ledger of its
+/// own), then a `cache_dir` line naming the shared compile cache.
+pub fn own_data() -> String {
+    format!(
+        "{}\ncache_dir = {}",
+        toml_path(&fresh_data_dir()),
+        toml_path(&shared_cache())
+    )
+}
+
+/// A data directory no other test uses.
+pub fn fresh_data_dir() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = repo()
+        .join("target/test-data")
+        .join(format!("{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }
 
 pub fn call(name: &str, args: Value) -> ToolCall {

@@ -4,12 +4,12 @@
 use serde_json::{json, Value};
 use toolhost::{Code, Runtime, Status};
 
-use crate::support::{guest, repo, run, runtime, temp_config, toml_path};
+use crate::support::{guest, run, runtime, temp_config, toml_path};
 
 fn rt() -> (tempfile::TempDir, Runtime) {
     let (d, cfg) = temp_config(&format!(
         "data_dir = {}\n[[component]]\npath = {}\n",
-        toml_path(&repo().join(".toolhost")),
+        crate::support::own_data(),
         toml_path(&guest("types"))
     ));
     let rt = runtime(&cfg);
@@ -231,7 +231,7 @@ fn schemas_match_the_mapping() {
 async fn refinements_narrow_input_and_output() {
     let (_d, cfg) = temp_config(&format!(
         "data_dir = {}\n[[component]]\npath = {}\n[component.tools.sqrt]\nrefine = {{ input = {{ properties = {{ x = {{ maximum = 100 }} }} }}, output = {{ maximum = 5 }} }}\n",
-        toml_path(&repo().join(".toolhost")),
+        crate::support::own_data(),
         toml_path(&guest("types"))
     ));
     let rt = runtime(&cfg);

@@ -57,8 +57,11 @@ impl Config {
     pub fn host_files(&self) -> Vec<(&'static str, PathBuf)> {
         let data = self.data_dir();
         let key = crate::policy::approval_key_path(self.policy.as_ref(), &self.base_dir, &data);
+        // The cache holds compiled machine code the host loads without re-checking it: a
+        // guest that could write there could run code as the host.
         let mut files = vec![
             ("data directory", real_path(&data)),
+            ("compile cache", real_path(&self.cache_dir())),
             ("approval key", real_path(&key)),
         ];
         if let Some(file) = &self.file {
@@ -118,8 +121,7 @@ pub fn check(config: &Config, epochs: EpochMode) -> Result<Checked, StartError> 
     };
     let sandbox = Sandbox::new(engine_settings(config), epochs)
         .map_err(|e| in_file(RegistryError::from(e)))?;
-    let data = config.data_dir();
-    let cache = data.join("cache");
+    let cache = config.cache_dir();
     let host_files = config.host_files();
     let registry = Registry::load(
         &LoadSpec {

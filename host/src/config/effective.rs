@@ -68,6 +68,7 @@ impl Config {
         json!({
             "file": self.file_name(),
             "data_dir": data.display().to_string(),
+            "cache_dir": self.cache_dir().display().to_string(),
             "limits": limits(&self.default_limits()),
             "run": {
                 "max_calls": run.max_calls,

@@ -47,6 +47,10 @@ pub struct Config {
     /// relative to the config file. Default `.toolhost`.
     #[serde(default)]
     pub data_dir: Option<PathBuf>,
+    /// Where compiled components are cached, relative to the config file. Default: `cache` in
+    /// the data directory. Hosts (or tests) with separate data directories can share one.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
     /// Limits every tool gets unless it overrides them.
     #[serde(default)]
     pub limits: LimitsOverride,
@@ -177,6 +181,16 @@ impl Config {
                 format!("is empty; leave it out for {DEFAULT_DATA_DIR:?}, or name a directory"),
             ));
         }
+        if self
+            .cache_dir
+            .as_ref()
+            .is_some_and(|d| d.as_os_str().is_empty())
+        {
+            p.push(ConfigProblem::new(
+                "cache_dir",
+                "is empty; leave it out for `cache` in the data directory, or name a directory",
+            ));
+        }
         self.limits.validate("limits", &mut p);
         self.run.validate(&mut p);
         if let Some(policy) = &self.policy {
@@ -241,6 +255,14 @@ impl Config {
                 .as_deref()
                 .unwrap_or(Path::new(DEFAULT_DATA_DIR)),
         )
+    }
+
+    /// The compile cache directory, resolved.
+    pub fn cache_dir(&self) -> PathBuf {
+        match &self.cache_dir {
+            Some(dir) => self.base_dir.join(dir),
+            None => self.data_dir().join("cache"),
+        }
     }
 
     /// The file-wide default limits.

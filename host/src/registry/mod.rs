@@ -94,8 +94,8 @@ pub enum RegistryError {
     },
     #[error(
         "grant `{key}` ({dir}) overlaps the host's {what} ({file}); a guest must never reach \
-         the host's own files: grant a directory outside the data directory that holds neither \
-         the config file nor the approval key"
+         the host's own files: grant a directory outside the data directory and the compile \
+         cache that holds neither the config file nor the approval key"
     )]
     GrantOverHostFile {
         key: String,
