@@ -1,0 +1,223 @@
+//! Loading one component: read it, compile it (or take it from the compile cache, writing
+//! nothing yet), refuse any import the operator did not grant, and derive each exported
+//! function's tool — name, schemas (refined), risk, limits, grant — ready for fast calls.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+use wasmtime::component::types::{ComponentFunc, ComponentItem};
+use wasmtime::component::{Component, ComponentExportIndex};
+
+use super::config::{ComponentConfig, ToolConfig, ToolName};
+use super::{
+    cache, docs, grants, imports, schema, validate, Origin, Registry, RegistryError, Tool,
+};
+use crate::sandbox::{Limits, Sandbox};
+
+impl Registry {
+    pub(super) fn load_component(
+        &mut self,
+        base_dir: &Path,
+        c: &ComponentConfig,
+        grants: grants::ComponentGrants,
+        defaults: Limits,
+        sandbox: &Sandbox,
+        cache_dir: Option<&Path>,
+    ) -> Result<(), RegistryError> {
+        let path = base_dir.join(&c.path);
+        let bytes = std::fs::read(&path).map_err(|source| RegistryError::ComponentRead {
+            path: path.clone(),
+            source,
+        })?;
+        let engine = sandbox.engine();
+        let (component, unsaved) =
+            cache::load_unsaved(engine, &bytes, cache_dir).map_err(|e| RegistryError::Compile {
+                path: path.clone(),
+                detail: format!("{e:#}"),
+            })?;
+        let origin = match unsaved {
+            Some(u) => {
+                self.unsaved.push(u);
+                Origin::Compiled
+            }
+            None => Origin::Cached,
+        };
+        self.origins.push((path.clone(), origin));
+
+        // Grants per tool: the tool's own, else the component's.
+        let grants::ComponentGrants {
+            component: component_grant,
+            tools: tool_grants,
+        } = grants;
+        let network = c.network.is_some() || c.tools.values().any(|t| t.network.is_some());
+
+        check_imports(&component, engine, &path, network)?;
+        let funcs = exported_funcs(&component, engine);
+        if funcs.is_empty() {
+            return Err(RegistryError::NoTools { path });
+        }
+        for export in c.tools.keys() {
+            if !funcs.iter().any(|f| &f.name == export) {
+                return Err(RegistryError::UnknownExport {
+                    path,
+                    export: export.clone(),
+                    available: funcs
+                        .iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+        let docs = match docs::read_docs(&bytes) {
+            Ok(d) => d,
+            Err(e) => {
+                self.warnings.push(format!("{}: {e}", path.display()));
+                docs::Docs::default()
+            }
+        };
+        let pre = Arc::new(sandbox.prepare(&component, network)?);
+        let component_limits = defaults.with(&c.limits);
+        let no_tool_config = ToolConfig::default();
+
+        for f in funcs {
+            let tc = c.tools.get(&f.name).unwrap_or(&no_tool_config);
+            let name = match &tc.name {
+                Some(n) => n.clone(),
+                None => ToolName::from_export(&f.name).map_err(|message| {
+                    RegistryError::BadToolName {
+                        path: path.clone(),
+                        export: f.name.clone(),
+                        message,
+                    }
+                })?,
+            };
+            let unsupported = |source| RegistryError::Unsupported {
+                path: path.clone(),
+                export: f.name.clone(),
+                source,
+            };
+            let input_schema = schema::input_schema(&f.ty).map_err(unsupported)?;
+            let output_schema = schema::output_schema(&f.ty).map_err(unsupported)?;
+            let refined = |which: &'static str, derived: Value, r: &Option<Value>| {
+                let schema = match r {
+                    Some(r) => validate::refine(&derived, r),
+                    None => Ok(derived),
+                };
+                // Arguments get exact integers; see `Validator::compile_arguments`.
+                let compile = match which {
+                    "input" => validate::Validator::compile_arguments,
+                    _ => validate::Validator::compile,
+                };
+                schema
+                    .and_then(|s| compile(&s).map(|v| (s, v)))
+                    .map_err(|e| RegistryError::Refinement {
+                        path: path.clone(),
+                        export: f.name.clone(),
+                        which,
+                        message: e.to_string(),
+                    })
+            };
+            let (input_schema, input_validator) = refined("input", input_schema, &tc.refine.input)?;
+            let (output_schema, output_validator) =
+                refined("output", output_schema, &tc.refine.output)?;
+            let description = f
+                .interface
+                .as_deref()
+                .and_then(|i| docs.get(i, &f.name))
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("The `{}` tool.", f.name));
+            let func = component
+                .get_export_index(f.interface_index.as_ref(), &f.name)
+                .expect("the export was just listed");
+            let tool = Tool {
+                name: name.clone(),
+                export: f.name.clone(),
+                description,
+                input_schema,
+                output_schema,
+                input_validator,
+                output_validator,
+                risk: tc.risk.or(c.risk).unwrap_or_default(),
+                approval: tc.approval,
+                limits: component_limits.with(&tc.limits),
+                grant: tool_grants.get(&f.name).unwrap_or(&component_grant).clone(),
+                params: f.ty.params().map(|(n, t)| (n.to_string(), t)).collect(),
+                result: f.ty.results().next(),
+                func,
+                pre: pre.clone(),
+            };
+            let here = format!("`{}` of {}", f.name, path.display());
+            if let Some(prev) = self.tools.get(name.as_str()) {
+                return Err(RegistryError::DuplicateName {
+                    name: name.to_string(),
+                    first: format!("`{}`", prev.export),
+                    second: here,
+                });
+            }
+            self.tools.insert(name.to_string(), tool);
+        }
+        Ok(())
+    }
+}
+
+struct ExportedFunc {
+    interface: Option<String>,
+    interface_index: Option<ComponentExportIndex>,
+    name: String,
+    ty: ComponentFunc,
+}
+
+/// Every function the component exports, at the top level or in an exported interface.
+fn exported_funcs(component: &Component, engine: &wasmtime::Engine) -> Vec<ExportedFunc> {
+    let mut out = Vec::new();
+    for (name, ext) in component.component_type().exports(engine) {
+        match ext.ty {
+            ComponentItem::ComponentFunc(ty) => out.push(ExportedFunc {
+                interface: None,
+                interface_index: None,
+                name: name.to_string(),
+                ty,
+            }),
+            ComponentItem::ComponentInstance(inst) => {
+                let idx = component.get_export_index(None, name);
+                for (fname, fext) in inst.exports(engine) {
+                    if let ComponentItem::ComponentFunc(ty) = fext.ty {
+                        out.push(ExportedFunc {
+                            interface: Some(name.to_string()),
+                            interface_index: idx,
+                            name: fname.to_string(),
+                            ty,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn check_imports(
+    component: &Component,
+    engine: &wasmtime::Engine,
+    path: &Path,
+    network: bool,
+) -> Result<(), RegistryError> {
+    for (name, _) in component.component_type().imports(engine) {
+        if !imports::is_allowed(name, network) {
+            let hint = if imports::is_http(name) {
+                "wasi:http is linked only for tools with a network grant; add `network = { allow = [\"host:port\"] }` to this component"
+            } else {
+                "toolhost links only WASI 0.2 and toolhost:tool/host; remove the import from the component's world"
+            };
+            return Err(RegistryError::ImportNotGranted {
+                path: path.to_path_buf(),
+                import: name.to_string(),
+                hint,
+            });
+        }
+    }
+    Ok(())
+}
