@@ -229,7 +229,8 @@ pub(super) fn warn(reg: &Registry) {
     }
 }
 
+/// A bad command line, config or component: the error and every cause behind it, exit 2.
 pub(super) fn usage_error(e: &dyn std::error::Error) -> ExitCode {
-    eprintln!("toolhost: {e}");
+    eprintln!("toolhost: {}", crate::contract::error_chain(e));
     ExitCode::from(EXIT_USAGE)
 }

@@ -25,7 +25,7 @@ pub use hooks::{
     ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestLog, GuestLogLevel,
     GuestProgress, LiveSinks, LogSink, ProgressSink, Sink,
 };
-pub use problem::ConfigProblem;
+pub use problem::{error_chain, ConfigProblem};
 pub use render::DEFAULT_MODEL_MESSAGE_BYTES;
 pub use risk::{ApprovalMode, Risk};
 

@@ -22,8 +22,45 @@ impl ConfigProblem {
     }
 }
 
+/// An error and every cause behind it (`source()`), as one line: `error: cause: cause`. A cause
+/// whose text the line already holds is not repeated (some errors print their cause themselves).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
 impl fmt::Display for ConfigProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct SaysItsCause(#[source] std::io::Error);
+
+    /// Causes are appended once; one the message already prints is not repeated.
+    #[test]
+    fn chains_name_every_cause_once() {
+        let io = || std::io::Error::other("disk on fire");
+        assert_eq!(error_chain(&Outer(io())), "outer: disk on fire");
+        assert_eq!(error_chain(&SaysItsCause(io())), "outer: disk on fire");
     }
 }

@@ -34,7 +34,7 @@ impl Registry {
         let (component, unsaved) =
             cache::load_unsaved(engine, &bytes, cache_dir).map_err(|e| RegistryError::Compile {
                 path: path.clone(),
-                detail: format!("{e:#}"),
+                source: e.into(),
             })?;
         let origin = match unsaved {
             Some(u) => {

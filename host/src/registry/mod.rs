@@ -41,8 +41,12 @@ pub enum RegistryError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is not a valid WebAssembly component: {detail}")]
-    Compile { path: PathBuf, detail: String },
+    #[error("{path} is not a valid WebAssembly component")]
+    Compile {
+        path: PathBuf,
+        #[source]
+        source: crate::sandbox::BoxError,
+    },
     #[error("{path} imports `{import}`, which is not granted: {hint}")]
     ImportNotGranted {
         path: PathBuf,

@@ -67,7 +67,7 @@ pub fn build_engine(settings: EngineSettings) -> Result<Engine, SandboxError> {
         .async_stack_size(MAX_WASM_STACK + (1 << 20))
         .concurrency_support(false)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&config).map_err(|e| SandboxError::Engine(format!("{e:#}")))
+    Engine::new(&config).map_err(|e| SandboxError::Engine(e.into()))
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.

@@ -93,7 +93,7 @@ impl Sandbox {
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(hostcall_bytes(limits));
         if let Err(e) = store.set_fuel(limits.fuel) {
-            return setup_failure(SandboxError::Prepare(format!("{e:#}")), started);
+            return setup_failure(SandboxError::Prepare(e.into()), started);
         }
         // Every tick: stop when cancelled or out of ticks, otherwise yield to the executor so
         // the async timeout and cancellation are observed even while the guest computes.
@@ -216,7 +216,7 @@ async fn instantiate_and_call(
 fn setup_failure(e: SandboxError, started: Instant) -> Execution {
     Execution {
         outcome: Err(Fault::Setup {
-            detail: e.to_string(),
+            detail: crate::contract::error_chain(&e),
         }),
         fuel_consumed: 0,
         wall: started.elapsed(),

@@ -32,17 +32,20 @@ pub use wasmtime::Trap;
 /// A fault of the host side of the sandbox (not of a guest).
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("could not create the wasmtime engine: {0}")]
-    Engine(String),
-    #[error("could not link the host interfaces: {0}")]
-    Link(String),
-    #[error("could not prepare the component for instantiation: {0}")]
-    Prepare(String),
+    #[error("could not create the wasmtime engine")]
+    Engine(#[source] BoxError),
+    #[error("could not link the host interfaces")]
+    Link(#[source] BoxError),
+    #[error("could not prepare the component for instantiation")]
+    Prepare(#[source] BoxError),
     #[error("could not open the directory granted at {guest}: {detail}")]
     Preopen { guest: String, detail: String },
     #[error("could not open the caller's own granted directory: {0}")]
     CallerDir(String),
 }
+
+/// A cause as errors keep it (wasmtime's errors become one of these).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Whether the engine's epoch advances on its own (production) or only when a test says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +102,7 @@ impl Sandbox {
     /// Create the engine (pooling allocator sized by `settings`) and the linkers.
     pub fn new(settings: EngineSettings, epochs: EpochMode) -> Result<Self, SandboxError> {
         let engine = engine::build_engine(settings)?;
-        let link = |e: wasmtime::Error| SandboxError::Link(format!("{e:#}"));
+        let link = |e: wasmtime::Error| SandboxError::Link(e.into());
         let mut base = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut base).map_err(link)?;
         host_api::add_to_linker::<CallState, ReportsData>(&mut base, |s| &mut s.reports)
@@ -137,6 +140,6 @@ impl Sandbox {
         let linker = if http { &self.with_http } else { &self.base };
         linker
             .instantiate_pre(component)
-            .map_err(|e| SandboxError::Prepare(format!("{e:#}")))
+            .map_err(|e| SandboxError::Prepare(e.into()))
     }
 }
