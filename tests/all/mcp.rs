@@ -296,6 +296,11 @@ fn stdio_cancellation_reaches_the_guest() {
         .iter()
         .find(|c| c["tool"] == "sleep_forever")
         .expect("the cancelled call is recorded");
+    assert_cancelled_early(sleeper);
+}
+
+/// A recorded `sleep_forever` call that was cancelled, well before its 30 s deadline.
+pub(crate) fn assert_cancelled_early(sleeper: &Value) {
     assert_eq!(sleeper["status"], "cancelled", "{sleeper}");
     assert_eq!(sleeper["code"], "cancelled", "{sleeper}");
     assert!(

