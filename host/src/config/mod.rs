@@ -209,7 +209,8 @@ impl Config {
     }
 
     /// What in the config names a tool that is not among `tools`: a policy rule's exact tool
-    /// name (or a glob that matches none), and `agent.terminal_tool`.
+    /// name (or a glob that matches none), and `agent.terminal_tool`. A config without any tool
+    /// (used only to read the ledger, say) has no rule to check.
     pub fn tool_name_problems(&self, tools: &[&str]) -> Vec<ConfigProblem> {
         let known = || {
             let mut t = tools.to_vec();
@@ -217,7 +218,8 @@ impl Config {
             t.join(", ")
         };
         let mut p = Vec::new();
-        for (i, rule) in self.policy.iter().flat_map(|c| c.rules.iter()).enumerate() {
+        let rules = self.policy.iter().flat_map(|c| c.rules.iter());
+        for (i, rule) in rules.enumerate().filter(|_| !tools.is_empty()) {
             for (j, pattern) in rule.tools.iter().enumerate() {
                 if !crate::policy::glob_matches_any(pattern, tools) {
                     p.push(ConfigProblem::new(
