@@ -633,3 +633,41 @@ async fn agent_repeated_argument_keys_are_invalid_arguments() {
         "{content}"
     );
 }
+
+/// Stdin that is not a pipe (a file here; a terminal alike) is served through the blocking
+/// handles: the same answers, and the server exits at the end of its input. (Pipes, as every
+/// other test and MCP clients use, are read non-blocking on the reactor.)
+#[test]
+fn stdio_from_a_file_is_served_too() {
+    let (dir, config) = setup();
+    let input = dir.path().join("requests.jsonl");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "file", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "greet", "arguments": {"name": "file"}}}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&input, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let answer = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["id"] == 1)
+        .unwrap_or_else(|| panic!("no answer to the call: {stdout}"));
+    assert_eq!(greeting(&answer), "Hello, file!");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

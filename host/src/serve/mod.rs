@@ -75,7 +75,10 @@ impl Shared {
 pub async fn serve_stdio(shared: Shared, config: &ServeConfig) -> Result<(), ServeError> {
     let session = Session::new(shared.clone(), Some(config.local_identity()));
     let end = session.end_token();
-    let (stdin, stdout) = rmcp::transport::stdio();
+    // On Linux, when both are pipes (as MCP clients start servers), rmcp reopens them
+    // non-blocking on the reactor: no round trip through tokio's blocking pool per read and
+    // write. Otherwise (a terminal, a file) the blocking handles, as before.
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let running = session
         .serve(stdio::CheckedStdio::new(stdin, stdout))
         .await
