@@ -171,25 +171,21 @@ impl Config {
     /// is checked by [`Config::tool_name_problems`].
     pub fn problems(&self) -> Vec<ConfigProblem> {
         let mut p = Vec::new();
-        if self
-            .data_dir
-            .as_ref()
-            .is_some_and(|d| d.as_os_str().is_empty())
-        {
-            p.push(ConfigProblem::new(
-                "data_dir",
-                format!("is empty; leave it out for {DEFAULT_DATA_DIR:?}, or name a directory"),
-            ));
-        }
-        if self
-            .cache_dir
-            .as_ref()
-            .is_some_and(|d| d.as_os_str().is_empty())
-        {
-            p.push(ConfigProblem::new(
+        let dirs = [
+            ("data_dir", &self.data_dir, format!("{DEFAULT_DATA_DIR:?}")),
+            (
                 "cache_dir",
-                "is empty; leave it out for `cache` in the data directory, or name a directory",
-            ));
+                &self.cache_dir,
+                "`cache` in the data directory".into(),
+            ),
+        ];
+        for (key, dir, default) in dirs {
+            if dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
+                p.push(ConfigProblem::new(
+                    key,
+                    format!("is empty; leave it out for {default}, or name a directory"),
+                ));
+            }
         }
         self.limits.validate("limits", &mut p);
         self.run.validate(&mut p);

@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use super::audit::{
     append_lines, event_lines, note_approval_requests, parse_events, pending_lines, PendingEvent,
 };
-use super::codec::{decode_result, status_str, to_sql_u64};
+use super::codec::{decode_result, to_sql_u64};
 use super::error::check_key;
 use super::outcome::{close_call, Outcome};
 use super::{now_ms, Ledger, LedgerError};
@@ -413,7 +413,7 @@ fn record_line(result: &ToolResult, outcome: &Outcome, now: i64) -> Result<Strin
     event_lines([(
         now,
         Stage::Record.as_str(),
-        status_str(result.status),
+        result.status.as_str(),
         outcome.detail.as_str(),
     )])
 }

@@ -4,7 +4,7 @@
 use rusqlite::{params, Connection};
 
 use super::admission::call_state;
-use super::codec::{status_str, to_sql_u64};
+use super::codec::to_sql_u64;
 use super::{digest_bytes, LedgerError};
 use crate::contract::ToolResult;
 
@@ -64,7 +64,7 @@ pub(super) fn close_call(
         .execute(params![
             run_id,
             call_id,
-            status_str(result.status),
+            result.status.as_str(),
             result.code.map(|c| c.as_str()),
             result.message,
             result.diagnostic_id,

@@ -352,7 +352,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn compile(schema: Value) -> Validator {
+    pub(super) fn compile(schema: Value) -> Validator {
         Validator::compile(&schema).expect("schema compiles")
     }
 

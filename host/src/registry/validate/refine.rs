@@ -172,9 +172,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn compile(schema: Value) -> Validator {
-        Validator::compile(&schema).expect("schema compiles")
-    }
+    use super::super::tests::compile;
 
     fn derived() -> Value {
         json!({
