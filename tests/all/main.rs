@@ -9,6 +9,7 @@ mod approval_codes;
 mod cache;
 mod cli;
 mod config_ui;
+mod durability;
 mod epochs;
 mod example_tools;
 mod frames;

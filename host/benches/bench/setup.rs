@@ -28,22 +28,26 @@ fn toml_path(p: &Path) -> String {
 
 /// A config with the bench component in `dir`, with the given ledger durability.
 pub fn config(dir: &Path, synchronous_full: bool) -> PathBuf {
+    config_with(dir, synchronous_full, "read")
+}
+
+/// [`config`] with the tools at `risk` (the ledger commits a `read` call once, others twice).
+pub fn config_with(dir: &Path, synchronous_full: bool, risk: &str) -> PathBuf {
     std::fs::create_dir_all(dir).expect("the bench directory is created");
     let text = format!(
         "data_dir = {data}\n\
          [limits]\nmemory_bytes = 33_554_432\ndeadline_ms = 30_000\n\
          [run]\nmax_concurrent_calls = 128\n\
          [ledger]\nsynchronous = \"{sync}\"\n\
-         [[component]]\npath = {component}\nrisk = \"read\"\n",
+         [[component]]\npath = {component}\nrisk = \"{risk}\"\n",
         data = toml_path(&dir.join("data")),
         sync = if synchronous_full { "full" } else { "normal" },
         component = toml_path(&bench_component()),
     );
-    let path = dir.join(if synchronous_full {
-        "full.toml"
-    } else {
-        "normal.toml"
-    });
+    let path = dir.join(format!(
+        "{}-{risk}.toml",
+        if synchronous_full { "full" } else { "normal" }
+    ));
     std::fs::write(&path, text).expect("the bench config is written");
     path
 }

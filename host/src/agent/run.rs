@@ -333,18 +333,19 @@ async fn run_step(
         })
         .collect();
     let mut ran = runtime.run_batch(ctx, &proposals).await.into_iter();
-    calls
-        .iter()
-        .map(|(c, _)| match broken.get(c.call_id.as_str()) {
+    let mut results = Vec::with_capacity(calls.len());
+    for (c, _) in calls {
+        results.push(match broken.get(c.call_id.as_str()) {
             Some(r) => {
                 let mut r = (*r).clone();
                 r.call_id = c.call_id.clone();
                 r.tool = c.name.clone();
-                runtime.refuse(ctx, c, r)
+                runtime.refuse(ctx, c, r).await
             }
             None => ran.next().expect("one result per proposal"),
-        })
-        .collect()
+        });
+    }
+    results
 }
 
 fn repeat_key(c: &ToolCall) -> String {

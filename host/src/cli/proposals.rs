@@ -72,11 +72,9 @@ pub(super) async fn run_batch(rt: &Runtime, ctx: &RunContext, batch: &Batch) -> 
         .map(|(_, p)| p.clone())
         .collect();
     let mut ran = rt.run_batch(ctx, &runnable).await.into_iter();
-    batch
-        .proposals
-        .iter()
-        .enumerate()
-        .map(|(i, p)| match batch.repeated.get(&i) {
+    let mut results = Vec::with_capacity(batch.proposals.len());
+    for (i, p) in batch.proposals.iter().enumerate() {
+        results.push(match batch.repeated.get(&i) {
             Some(path) => {
                 let call = ToolCall {
                     arguments: Value::Null,
@@ -85,11 +83,12 @@ pub(super) async fn run_batch(rt: &Runtime, ctx: &RunContext, batch: &Batch) -> 
                 let message = arguments_message(&StrictJsonError::DuplicateKey(path.clone()));
                 let r =
                     ToolResult::failed(&call, Code::InvalidArguments, message, Usage::default());
-                rt.refuse(ctx, &call, r)
+                rt.refuse(ctx, &call, r).await
             }
             None => ran.next().expect("one result per runnable proposal"),
-        })
-        .collect()
+        });
+    }
+    results
 }
 
 #[cfg(test)]

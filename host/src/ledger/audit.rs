@@ -9,7 +9,7 @@
 //! Events live in their call's row (the `events` column, one JSON object per line), so that
 //! recording them costs no page of its own (see `schema.rs`).
 
-use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -235,18 +235,11 @@ impl Ledger {
         decision: &str,
         detail: &str,
     ) -> Result<(), LedgerError> {
-        let event = PendingEvent::now(stage, decision, detail);
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        append_lines(
-            &tx,
-            run_id,
-            call_id,
-            &pending_lines(std::slice::from_ref(&event))?,
-        )?;
-        note_approval_requests(&tx, run_id, call_id, std::slice::from_ref(&event))?;
-        tx.commit()?;
-        Ok(())
+        super::admission::done(self.writer.write_blocking(super::write::Write::Event {
+            run_id: run_id.to_owned(),
+            call_id: call_id.to_owned(),
+            event: PendingEvent::now(stage, decision, detail),
+        }))
     }
 
     /// Store an admitted call's arguments, only if the ledger was opened with

@@ -47,6 +47,11 @@ pub enum LedgerError {
     #[error("ledger {field} is longer than {max} bytes; nothing was written")]
     TooLong { field: &'static str, max: usize },
 
+    /// The transaction that held this write failed as a whole (a failed commit fails every
+    /// write committed with it), or the ledger's writer has stopped: nothing of it is recorded.
+    #[error("ledger commit failed: {0}")]
+    Commit(String),
+
     /// A stored row does not decode (hand-edited or damaged file).
     #[error("ledger record is corrupt: {0}")]
     Corrupt(String),

@@ -50,23 +50,35 @@
 //!
 //! # Concurrency
 //!
-//! [`Ledger`] is `Send + Sync`: one connection behind a mutex; every method is short and
-//! synchronous (async callers may wrap calls in `spawn_blocking`). Several processes may open
-//! the same file: admission uses `BEGIN IMMEDIATE`, so exactly one of them admits a new call.
+//! [`Ledger`] is `Send + Sync`. The call path's writes ([`Write`]) go to one writer thread
+//! that owns its own connection and commits whatever arrived while its previous commit ran in
+//! one transaction (group commit, `group.rs`); async callers await that commit
+//! ([`Ledger::commit`]) without blocking a worker, and the synchronous methods wait for it on
+//! their own thread. Reads and the rare other writes use a second connection behind a mutex.
+//! The writer's [`Backend`] is the interface a server database plugs into. Several processes
+//! may open the same file: admission uses `BEGIN IMMEDIATE`, so exactly one of them admits a
+//! new call.
 
 mod admission;
 mod audit;
 mod codec;
 mod config;
 mod error;
+mod group;
 mod lease;
 mod outcome;
 mod recovery;
 mod schema;
+mod sqlite;
 mod tokens;
+mod write;
 
 #[cfg(test)]
 mod bench;
+#[cfg(test)]
+mod crash_tests;
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod tests;
 
@@ -83,6 +95,10 @@ pub use audit::{
 };
 pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;
+pub use group::{GroupStats, MAX_GROUP};
+pub use outcome::Outcome;
+pub use sqlite::SqliteBackend;
+pub use write::{Applied, Backend, CallKey, Write};
 
 /// How long a statement waits for another connection's write lock before failing.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -100,7 +116,10 @@ pub struct LedgerOptions {
 
 /// The durable ledger over one SQLite file. See the module docs.
 pub struct Ledger {
+    /// Reads, and the writes outside the call path (recovery, tokens, transcripts, content).
     conn: Mutex<Connection>,
+    /// The call path's writes, committed in groups on the writer's own connection.
+    writer: group::GroupWriter,
     options: LedgerOptions,
     path: PathBuf,
     lease: lease::Lease,
@@ -119,6 +138,16 @@ impl Ledger {
     /// Open (or create) the ledger at `path`, creating its parent directories, and bring its
     /// schema up to date.
     pub fn open(path: &Path, options: LedgerOptions) -> Result<Ledger, LedgerError> {
+        Ledger::open_with(path, options, |sqlite| Box::new(sqlite))
+    }
+
+    /// [`Ledger::open`], with the call path's writes going to the backend `wrap` makes of the
+    /// SQLite one (tests use it to make commits fail).
+    pub fn open_with(
+        path: &Path,
+        options: LedgerOptions,
+        wrap: impl FnOnce(SqliteBackend) -> Box<dyn Backend>,
+    ) -> Result<Ledger, LedgerError> {
         if let Some(parent) = path.parent() {
             if !parent.as_os_str().is_empty() {
                 std::fs::create_dir_all(parent)?;
@@ -130,8 +159,14 @@ impl Ledger {
         schema::configure(&conn, &options)?;
         schema::migrate(&mut conn)?;
         let lease = lease::Lease::take(path)?;
+        let writer_conn = Connection::open(path)?;
+        writer_conn.set_prepared_statement_cache_capacity(64);
+        schema::configure(&writer_conn, &options)?;
+        let backend = SqliteBackend::new(writer_conn, lease.owner().to_owned());
+        let writer = group::GroupWriter::start(wrap(backend))?;
         Ok(Ledger {
             conn: Mutex::new(conn),
+            writer,
             options,
             path: path.to_path_buf(),
             lease,

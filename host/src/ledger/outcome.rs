@@ -1,24 +1,35 @@
-//! The one terminal outcome of a call, as a row stores it: computed before the lock is taken,
-//! written by the one statement that finishes the call.
+//! The one terminal outcome of a call, as a row stores it: computed by the caller before it
+//! hands the write to the ledger's writer, written by the one statement that finishes the call.
 
 use rusqlite::{params, Connection};
 
 use super::admission::call_state;
+use super::audit::event_lines;
 use super::codec::to_sql_u64;
 use super::{digest_bytes, LedgerError};
-use crate::contract::ToolResult;
+use crate::contract::{Stage, ToolResult, Usage};
 
-/// What a terminal result stores besides itself: its JSON for replay, the output's digest and
-/// size, and the content-free summary for the `record` event. Computed before the ledger's
-/// lock is taken.
-pub(super) struct Outcome {
+/// Everything a terminal result stores: its JSON for replay, the output's digest and size, the
+/// summary columns and the content-free detail of its `record` event. Computed from the
+/// [`ToolResult`] on the caller's thread, so the writer only runs SQL.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub(super) call_id: String,
     result_json: String,
     output: Option<(String, u64)>,
-    pub(super) detail: String,
+    status: &'static str,
+    code: Option<&'static str>,
+    message: String,
+    diagnostic_id: Option<String>,
+    usage: Usage,
+    detail: String,
+    /// When a call whose start was not committed (a `read`, see `docs/pipeline.md`) started.
+    started_at_ms: Option<i64>,
 }
 
 impl Outcome {
-    pub(super) fn of(result: &ToolResult) -> Result<Outcome, LedgerError> {
+    /// The stored form of `result`.
+    pub fn of(result: &ToolResult) -> Result<Outcome, LedgerError> {
         let output = match &result.output {
             Some(out) => {
                 // The same bytes and digest as `ToolResult::ledger_summary`.
@@ -27,16 +38,43 @@ impl Outcome {
             }
             None => None,
         };
-        let code = result.code.map(|c| c.as_str()).unwrap_or("none");
+        let code = result.code.map(|c| c.as_str());
         let detail = match &output {
-            Some((digest, size)) => format!("code {code}; output sha256 {digest}, {size} bytes"),
-            None => format!("code {code}; no output"),
+            Some((digest, size)) => format!(
+                "code {}; output sha256 {digest}, {size} bytes",
+                code.unwrap_or("none")
+            ),
+            None => format!("code {}; no output", code.unwrap_or("none")),
         };
         Ok(Outcome {
+            call_id: result.call_id.clone(),
             result_json: serde_json::to_string(result)?,
             output,
+            status: result.status.as_str(),
+            code,
+            message: result.message.clone(),
+            diagnostic_id: result.diagnostic_id.clone(),
+            usage: result.usage,
             detail,
+            started_at_ms: None,
         })
+    }
+
+    /// Record that the call started at `at_ms` (unix milliseconds), for a call whose start
+    /// mark is committed with its outcome.
+    pub fn started_at(mut self, at_ms: Option<i64>) -> Outcome {
+        self.started_at_ms = at_ms;
+        self
+    }
+
+    /// The `record` event of this outcome, at `now`.
+    pub(super) fn record_line(&self, now: i64) -> Result<String, LedgerError> {
+        event_lines([(
+            now,
+            Stage::Record.as_str(),
+            self.status,
+            self.detail.as_str(),
+        )])
     }
 }
 
@@ -47,27 +85,27 @@ pub(super) fn close_call(
     conn: &Connection,
     run_id: &str,
     call_id: &str,
-    result: &ToolResult,
     outcome: &Outcome,
     now: i64,
     lines: &str,
 ) -> Result<(), LedgerError> {
-    let u = &result.usage;
+    let u = &outcome.usage;
     let changed = conn
         .prepare_cached(
             "UPDATE calls SET state = 'finished', status = ?3, code = ?4, message = ?5,
                  diagnostic_id = ?6, output_digest = ?7, output_size = ?8, fuel_consumed = ?9,
                  wall_ms = ?10, memory_peak_bytes = ?11, output_bytes = ?12, result_json = ?13,
-                 finished_at_ms = ?14, events = events || ?15
+                 finished_at_ms = ?14, events = events || ?15,
+                 started_at_ms = COALESCE(started_at_ms, ?16)
              WHERE run_id = ?1 AND call_id = ?2 AND state <> 'finished'",
         )?
         .execute(params![
             run_id,
             call_id,
-            result.status.as_str(),
-            result.code.map(|c| c.as_str()),
-            result.message,
-            result.diagnostic_id,
+            outcome.status,
+            outcome.code,
+            outcome.message,
+            outcome.diagnostic_id,
             outcome.output.as_ref().map(|(d, _)| d.as_str()),
             outcome.output.as_ref().map(|(_, n)| to_sql_u64(*n)),
             to_sql_u64(u.fuel_consumed),
@@ -77,6 +115,7 @@ pub(super) fn close_call(
             outcome.result_json,
             now,
             lines,
+            outcome.started_at_ms,
         ])?;
     if changed == 1 {
         return Ok(());

@@ -73,7 +73,7 @@ impl Ledger {
                 Decision::OutcomeUnknown.as_str(),
                 detail.as_str(),
             )])?;
-            close_call(&tx, &run_id, &call_id, &result, &outcome, now, &lines)?;
+            close_call(&tx, &run_id, &call_id, &outcome, now, &lines)?;
             closed.push((run_id, call_id));
         }
         tx.prepare_cached(

@@ -8,13 +8,13 @@
 //! in one `BEGIN IMMEDIATE` transaction, finds an id another process admitted meanwhile — then
 //! this call does not run and records nothing of its own.
 //!
-//! A claim cannot be left behind by a dropped `run_call` future: for a call without approval,
-//! nothing between the claim and the commit that ends it awaits (the first await is the
-//! sandbox, after the start is committed). Keep it that way, or release claims on drop.
+//! A claim cannot be left behind by a dropped `run_call` future: a [`Claim`] guard releases
+//! it on drop (a read call holds its claim across the sandbox, and every call awaits its
+//! commits). A commit the dropped future was waiting for still happens or fails as a whole.
 
 use crate::contract::{Code, RunContext, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Stage};
-use crate::ledger::{now_ms, Admission, Opening, PendingEvent};
+use crate::ledger::{now_ms, Admission, Applied, Opening, PendingEvent, Write};
 
 use super::pipeline::duplicate_call_id;
 use super::{clip, Runtime};
@@ -106,23 +106,32 @@ impl Runtime {
     /// its admission, if it was admitted late. `Err` carries the answer for a call that must
     /// not run: another process admitted the same id first, or the ledger failed.
     #[allow(clippy::result_large_err)]
-    pub(super) fn start(&self, ctx: &RunContext, call: &ToolCall) -> Result<(), ToolResult> {
-        let Some((late, events)) = self.late_admission(ctx, call) else {
+    pub(super) async fn start(&self, ctx: &RunContext, call: &ToolCall) -> Result<(), ToolResult> {
+        let Some((late, events, _)) = self.late_admission(ctx, call) else {
             let log = self.take_pending(ctx, call);
-            let _ = self
-                .ledger
-                .mark_started_with(&ctx.run_id, &call.call_id, &log.events);
+            let write = Write::MarkStarted {
+                run_id: ctx.run_id.clone(),
+                call_id: call.call_id.clone(),
+                events: log.events,
+            };
+            let _ = self.ledger.commit(write).await;
             return Ok(());
         };
-        let admitted =
-            self.ledger
-                .admit_started(&ctx.run_id, &call.call_id, &late.opening(call, &events));
+        let admitted = match self.ledger.late_write(
+            &ctx.run_id,
+            &call.call_id,
+            &late.opening(call, &events),
+            None,
+        ) {
+            Ok(write) => self.ledger.commit(write).await,
+            Err(e) => Err(e),
+        };
         let answer = match admitted {
-            Ok(Admission::New { .. }) => {
+            Ok(Applied::Admission(Admission::New { .. })) | Ok(Applied::Done) => {
                 self.admitted(ctx, call);
                 return Ok(());
             }
-            Ok(other) => self.lost_admission(call, other),
+            Ok(Applied::Admission(other)) => self.lost_admission(call, other),
             Err(e) => self.host_fault(call, "the host could not record this call", &e.to_string()),
         };
         // Nothing of this call is ours to record.
@@ -139,6 +148,17 @@ impl Runtime {
         Err(answer)
     }
 
+    /// A call that runs without a committed start (a `read`): note when it started, for its
+    /// outcome's commit.
+    pub(super) fn note_start(&self, ctx: &RunContext, call: &ToolCall) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((ctx.run_id.clone(), call.call_id.clone()))
+            .or_default()
+            .started_at_ms = Some(now_ms());
+    }
+
     /// For a call not admitted yet: its admission and the decisions to commit with it. The
     /// claim stays in `pending` until the admission is committed ([`Runtime::admitted`]), so
     /// that a duplicate in this process keeps waiting instead of running.
@@ -146,11 +166,11 @@ impl Runtime {
         &self,
         ctx: &RunContext,
         call: &ToolCall,
-    ) -> Option<(LateAdmission, Vec<PendingEvent>)> {
+    ) -> Option<(LateAdmission, Vec<PendingEvent>, Option<i64>)> {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let log = pending.get_mut(&(ctx.run_id.clone(), call.call_id.clone()))?;
         let late = log.late.clone()?;
-        Some((late, std::mem::take(&mut log.events)))
+        Some((late, std::mem::take(&mut log.events), log.started_at_ms))
     }
 
     /// The late admission is committed: drop the claim, keeping any decision a duplicate added
@@ -186,6 +206,36 @@ impl Runtime {
     }
 }
 
+/// A late claim held by one `run_call`: dropping it (the call finished, or its future was
+/// dropped) releases the claim if no commit has ended it yet, so a duplicate in this process
+/// never waits for a call nobody is running.
+pub(super) struct Claim<'a> {
+    runtime: &'a Runtime,
+    key: (String, String),
+}
+
+impl<'a> Claim<'a> {
+    pub(super) fn new(runtime: &'a Runtime, ctx: &RunContext, call: &ToolCall) -> Claim<'a> {
+        Claim {
+            runtime,
+            key: (ctx.run_id.clone(), call.call_id.clone()),
+        }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut pending = self
+            .runtime
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if pending.get(&self.key).is_some_and(|log| log.late.is_some()) {
+            pending.remove(&self.key);
+        }
+    }
+}
+
 /// What a run keeps of one call until its next commit (see [`Runtime::admit_late`]).
 #[derive(Debug, Default)]
 pub(crate) struct CallLog {
@@ -195,6 +245,8 @@ pub(crate) struct CallLog {
     pub(super) late: Option<LateAdmission>,
     /// Another process owns this id: record nothing.
     pub(super) settled: bool,
+    /// When a call whose start is not committed (a `read`) started executing.
+    pub(super) started_at_ms: Option<i64>,
 }
 
 /// A call found new and claimed in this process, to be admitted with its next commit.

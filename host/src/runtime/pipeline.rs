@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use crate::contract::bounds::check_call;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
-use crate::contract::{Decision, Stage};
-use crate::ledger::{digest_bytes, Admission, PendingEvent};
+use crate::contract::{Decision, Risk, Stage};
+use crate::ledger::{digest_bytes, Admission, Applied, CallKey, Outcome, PendingEvent, Write};
 use crate::policy::{canonical_json, Subject};
 
-use super::admission::{CallLog, Late};
+use super::admission::{CallLog, Claim, Late};
 use super::{clip, Runtime};
 
 /// How often a duplicate of a running call checks whether the original has finished.
@@ -50,8 +50,10 @@ impl Runtime {
         let (digest, size) = admission_digest(call);
         match self.admit_late(ctx, call, &digest, size) {
             Late::Claimed => {
+                // Released if this future is dropped before the claim's commit ends it.
+                let _claim = Claim::new(self, ctx, call);
                 let result = self.stages(ctx, call, approval_token).await;
-                return self.record(ctx, call, result);
+                return self.record(ctx, call, result).await;
             }
             Late::Duplicate => return self.await_original(ctx, call).await,
             Late::Conflict => return duplicate_call_id(call),
@@ -62,7 +64,8 @@ impl Runtime {
         }
         match self
             .ledger
-            .admit(&ctx.run_id, &call.call_id, &call.name, &digest, size)
+            .admit_async(call_key(ctx, call, digest, size))
+            .await
         {
             Ok(Admission::New { .. }) => {}
             Ok(Admission::Replay(result)) => return result,
@@ -73,27 +76,33 @@ impl Runtime {
             }
         }
         let result = self.stages(ctx, call, approval_token).await;
-        self.record(ctx, call, result)
+        self.record(ctx, call, result).await
     }
 
     /// Record a call that ended before the pipeline could look at it — its arguments never
     /// arrived whole, or not unambiguously (a repeated key) — with the given result (its
     /// message is the validate stage's recorded reason), so it too has exactly one recorded outcome.
     /// A repeated id replays what was recorded, as in [`Runtime::run_call`].
-    pub fn refuse(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
+    pub async fn refuse(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        result: ToolResult,
+    ) -> ToolResult {
         if let Err(refusal) = check_call(ctx, call) {
             return refusal.result(call);
         }
         let (digest, size) = admission_digest(call);
         match self
             .ledger
-            .admit(&ctx.run_id, &call.call_id, &call.name, &digest, size)
+            .admit_async(call_key(ctx, call, digest, size))
+            .await
         {
             Ok(Admission::New { .. }) => {
                 let code = result.code.map_or("failed", |c| c.as_str());
                 let detail = super::clip(&result.message, 256).to_string();
                 self.event(ctx, call, Stage::Validate, code, &detail);
-                self.record(ctx, call, result)
+                self.record(ctx, call, result).await
             }
             Ok(Admission::Replay(recorded)) => recorded,
             Ok(Admission::Conflict) | Ok(Admission::InFlight) => duplicate_call_id(call),
@@ -280,9 +289,13 @@ impl Runtime {
                 Usage::default(),
             );
         }
-        // 7. execute
+        // 7. execute. A read tool's start is not committed (durability by risk, see
+        // `docs/pipeline.md`): its decisions and, if it was admitted late, its admission are
+        // committed with its outcome. Every other call is admitted and marked started first.
         if !self.unrecorded {
-            if let Err(answer) = self.start(ctx, call) {
+            if tool.risk == Risk::Read {
+                self.note_start(ctx, call);
+            } else if let Err(answer) = self.start(ctx, call).await {
                 return answer;
             }
         }
@@ -303,43 +316,14 @@ impl Runtime {
 
     /// Stage 9: commit the outcome before it is returned. If that fails the effect may have
     /// happened but is not recorded: say so rather than pretend.
-    fn record(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
-        let recorded = match self.late_admission(ctx, call) {
-            Some((late, events)) => {
-                let admitted = self.ledger.admit_finished(
-                    &ctx.run_id,
-                    &call.call_id,
-                    &late.opening(call, &events),
-                    &result,
-                );
-                // The claim ends here; a decision a duplicate added meanwhile is recorded after.
-                let leftover = self.take_pending(ctx, call);
-                for e in &leftover.events {
-                    let _ = self.ledger.event(
-                        &ctx.run_id,
-                        &call.call_id,
-                        &e.stage,
-                        &e.decision,
-                        &e.detail,
-                    );
-                }
-                match admitted {
-                    Ok(Admission::New { .. }) => Ok(()),
-                    Ok(other) => return self.lost_admission(call, other),
-                    Err(e) => Err(e),
-                }
-            }
-            None => {
-                let log = self.take_pending(ctx, call);
-                if log.settled {
-                    return result;
-                }
-                self.ledger
-                    .finish_with(&ctx.run_id, &call.call_id, &result, &log.events)
-            }
+    async fn record(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
+        let recorded = match Outcome::of(&result) {
+            Err(e) => Err(e),
+            Ok(outcome) => self.commit_outcome(ctx, call, outcome).await,
         };
         match recorded {
-            Ok(()) => result,
+            Ok(None) => result,
+            Ok(Some(other)) => self.lost_admission(call, other),
             Err(e) => {
                 let detail = e.to_string();
                 let mut r = self.host_fault(
@@ -353,6 +337,50 @@ impl Runtime {
         }
     }
 
+    /// Commit `outcome` (with the admission of a call admitted late). `Some` is the decision
+    /// of another process that admitted this id first: then nothing of this call is recorded.
+    async fn commit_outcome(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        outcome: Outcome,
+    ) -> Result<Option<Admission>, crate::ledger::LedgerError> {
+        let Some((late, events, started)) = self.late_admission(ctx, call) else {
+            let log = self.take_pending(ctx, call);
+            if log.settled {
+                return Ok(None);
+            }
+            let write = Write::Finish {
+                run_id: ctx.run_id.clone(),
+                call_id: call.call_id.clone(),
+                outcome: outcome.started_at(log.started_at_ms),
+                events: log.events,
+            };
+            return self.ledger.commit(write).await.map(|_| None);
+        };
+        let write = self.ledger.late_write(
+            &ctx.run_id,
+            &call.call_id,
+            &late.opening(call, &events),
+            Some(outcome.started_at(started)),
+        )?;
+        let admitted = self.ledger.commit(write).await;
+        // The claim ends here; a decision a duplicate added meanwhile is recorded after.
+        let leftover = self.take_pending(ctx, call);
+        for event in leftover.events {
+            let write = Write::Event {
+                run_id: ctx.run_id.clone(),
+                call_id: call.call_id.clone(),
+                event,
+            };
+            let _ = self.ledger.commit(write).await;
+        }
+        match admitted? {
+            Applied::Admission(Admission::New { .. }) | Applied::Done => Ok(None),
+            Applied::Admission(other) => Ok(Some(other)),
+        }
+    }
+
     pub(super) fn host_fault(&self, call: &ToolCall, message: &str, detail: &str) -> ToolResult {
         let mut r = ToolResult::failed(call, Code::HostError, message, Usage::default());
         r.diagnostic_id = Some(
@@ -360,6 +388,17 @@ impl Runtime {
                 .record(&call.name, &call.call_id, detail, b""),
         );
         r
+    }
+}
+
+/// The admission key of a call.
+fn call_key(ctx: &RunContext, call: &ToolCall, digest: String, size: u64) -> CallKey {
+    CallKey {
+        run_id: ctx.run_id.clone(),
+        call_id: call.call_id.clone(),
+        tool: call.name.clone(),
+        args_digest: digest,
+        args_size: size,
     }
 }
 

@@ -208,7 +208,7 @@ impl ServerHandler for Session {
             };
             let message = format!("the arguments repeat the key {}", repeat.within_arguments());
             let r = ToolResult::failed(&refused, Code::InvalidArguments, message, Usage::default());
-            return Ok(call_result(&runtime.refuse(&ctx, &refused, r), wrap).into());
+            return Ok(call_result(&runtime.refuse(&ctx, &refused, r).await, wrap).into());
         }
         if supports_form_elicitation(&cx) {
             ctx.approver = Some(ApproverHandle(Arc::new(ElicitingApprover::new(

@@ -1,0 +1,318 @@
+//! The embedded backend: the call path's writes in SQLite, a group per `BEGIN IMMEDIATE`
+//! transaction, each write inside a savepoint of its own so that one write's failure rolls
+//! back that write alone.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::admission::call_state;
+use super::audit::{
+    append_lines, event_lines, note_approval_requests, parse_events, pending_lines, PendingEvent,
+};
+use super::codec::{decode_result, to_sql_u64};
+use super::error::check_key;
+use super::outcome::{close_call, Outcome};
+use super::write::{Applied, Backend, CallKey, Write};
+use super::{now_ms, Admission, LedgerError};
+use crate::contract::{Decision, Stage};
+
+/// The writer's own connection to the ledger file, and the lease its calls are owned by.
+pub struct SqliteBackend {
+    conn: Connection,
+    owner: String,
+}
+
+impl SqliteBackend {
+    /// A backend over an open, configured and migrated connection; new calls are owned by
+    /// `owner` (this host's lease).
+    pub(crate) fn new(conn: Connection, owner: String) -> SqliteBackend {
+        SqliteBackend { conn, owner }
+    }
+
+    /// Apply `writes` in one transaction and end it: commit it, or — for a test that needs a
+    /// commit to fail after every statement succeeded — roll it back.
+    pub(crate) fn apply_and(
+        &mut self,
+        writes: &[Write],
+        commit: bool,
+    ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
+        let conn = &self.conn;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let mut results = Vec::with_capacity(writes.len());
+        for write in writes {
+            if let Err(e) = conn.execute_batch("SAVEPOINT w") {
+                rollback(conn);
+                return Err(e.into());
+            }
+            let result = apply_one(conn, &self.owner, write);
+            let end = if result.is_ok() {
+                "RELEASE w"
+            } else {
+                "ROLLBACK TO w; RELEASE w"
+            };
+            // After some errors (a full disk, an I/O error) SQLite has rolled back the whole
+            // transaction itself: then the group fails as a whole.
+            if conn.is_autocommit() || conn.execute_batch(end).is_err() {
+                rollback(conn);
+                return Err(match result {
+                    Err(e) => e,
+                    Ok(_) => LedgerError::Commit("the transaction ended early".into()),
+                });
+            }
+            results.push(result);
+        }
+        let ended = if commit {
+            conn.execute_batch("COMMIT")
+        } else {
+            conn.execute_batch("ROLLBACK")
+        };
+        if let Err(e) = ended {
+            rollback(conn);
+            return Err(e.into());
+        }
+        Ok(results)
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn apply(
+        &mut self,
+        writes: &[Write],
+    ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
+        self.apply_and(writes, true)
+    }
+}
+
+/// Roll back whatever is open (nothing, if SQLite already did).
+fn rollback(conn: &Connection) {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
+fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, LedgerError> {
+    let now = now_ms();
+    match write {
+        Write::Admit(key) => {
+            let admission = match existing(conn, &key.run_id, &key.call_id)? {
+                None => Admission::New {
+                    seq: insert(conn, owner, key, now, &[], None)?,
+                },
+                Some(found) => decide(conn, key, found, now)?,
+            };
+            Ok(Applied::Admission(admission))
+        }
+        Write::AdmitLate {
+            key,
+            at_ms,
+            events,
+            content,
+            finished,
+        } => {
+            if let Some(outcome) = finished {
+                check_result_id(&key.run_id, &key.call_id, outcome)?;
+            }
+            if let Some(found) = existing(conn, &key.run_id, &key.call_id)? {
+                return Ok(Applied::Admission(decide(conn, key, found, now)?));
+            }
+            let seq = insert(conn, owner, key, *at_ms, events, content.as_deref())?;
+            match finished {
+                Some(outcome) => {
+                    let record = outcome.record_line(now)?;
+                    close_call(conn, &key.run_id, &key.call_id, outcome, now, &record)?;
+                }
+                None => {
+                    conn.prepare_cached(
+                        "UPDATE calls SET state = 'started', started_at_ms = ?2 WHERE seq = ?1",
+                    )?
+                    .execute(params![seq, now])?;
+                }
+            }
+            note_approval_requests(conn, &key.run_id, &key.call_id, events)?;
+            Ok(Applied::Admission(Admission::New { seq }))
+        }
+        Write::MarkStarted {
+            run_id,
+            call_id,
+            events,
+        } => {
+            let lines = pending_lines(events)?;
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE calls SET state = 'started', started_at_ms = ?3,
+                         events = events || ?4
+                     WHERE run_id = ?1 AND call_id = ?2 AND state = 'admitted'",
+                )?
+                .execute(params![run_id, call_id, now, lines])?;
+            if changed != 1 {
+                match call_state(conn, run_id, call_id)? {
+                    None => return Err(LedgerError::unknown(run_id, call_id)),
+                    Some(state) if state == "finished" => {
+                        return Err(LedgerError::finished(run_id, call_id))
+                    }
+                    Some(_) => append_lines(conn, run_id, call_id, &lines)?,
+                }
+            }
+            note_approval_requests(conn, run_id, call_id, events)?;
+            Ok(Applied::Done)
+        }
+        Write::Finish {
+            run_id,
+            call_id,
+            outcome,
+            events,
+        } => {
+            check_result_id(run_id, call_id, outcome)?;
+            let mut lines = pending_lines(events)?;
+            lines.push_str(&outcome.record_line(now)?);
+            close_call(conn, run_id, call_id, outcome, now, &lines)?;
+            note_approval_requests(conn, run_id, call_id, events)?;
+            Ok(Applied::Done)
+        }
+        Write::Event {
+            run_id,
+            call_id,
+            event,
+        } => {
+            let events = std::slice::from_ref(event);
+            append_lines(conn, run_id, call_id, &pending_lines(events)?)?;
+            note_approval_requests(conn, run_id, call_id, events)?;
+            Ok(Applied::Done)
+        }
+    }
+}
+
+/// `outcome` must be the outcome of `call_id`: replay returns it as stored.
+fn check_result_id(run_id: &str, call_id: &str, outcome: &Outcome) -> Result<(), LedgerError> {
+    if outcome.call_id == call_id {
+        return Ok(());
+    }
+    Err(LedgerError::ResultMismatch {
+        run_id: run_id.to_owned(),
+        call_id: call_id.to_owned(),
+        result_call_id: outcome.call_id.clone(),
+    })
+}
+
+/// Insert a new call `admitted` with its `admit` event and `events`, and its content if
+/// given; returns its `seq`.
+fn insert(
+    conn: &Connection,
+    owner: &str,
+    key: &CallKey,
+    at_ms: i64,
+    events: &[PendingEvent],
+    content: Option<&str>,
+) -> Result<i64, LedgerError> {
+    check_key(&key.run_id, &key.call_id, &key.tool)?;
+    let detail = format!(
+        "arguments sha256 {}, {} bytes",
+        key.args_digest, key.args_size
+    );
+    let mut lines = event_lines([(
+        at_ms,
+        Stage::Admit.as_str(),
+        Decision::New.as_str(),
+        detail.as_str(),
+    )])?;
+    lines.push_str(&pending_lines(events)?);
+    conn.prepare_cached(
+        "INSERT INTO calls
+           (run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms, owner,
+            events)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'admitted', ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        key.run_id,
+        key.call_id,
+        key.tool,
+        key.args_digest,
+        to_sql_u64(key.args_size),
+        at_ms,
+        owner,
+        lines,
+    ])?;
+    let seq = conn.last_insert_rowid();
+    if let Some(json) = content {
+        conn.prepare_cached(
+            "INSERT INTO call_content (run_id, call_id, arguments_json, recorded_at_ms)
+             VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![key.run_id, key.call_id, json, at_ms])?;
+    }
+    Ok(seq)
+}
+
+/// A call already in the ledger, as admission compares it.
+struct Existing {
+    tool: String,
+    args_digest: String,
+    result_json: Option<String>,
+    events: String,
+}
+
+fn existing(
+    conn: &Connection,
+    run_id: &str,
+    call_id: &str,
+) -> Result<Option<Existing>, LedgerError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT tool, args_digest, result_json, events FROM calls
+             WHERE run_id = ?1 AND call_id = ?2",
+        )?
+        .query_row(params![run_id, call_id], |row| {
+            Ok(Existing {
+                tool: row.get(0)?,
+                args_digest: row.get(1)?,
+                result_json: row.get(2)?,
+                events: row.get(3)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Admission of an id the ledger already has: a replay, a call still in flight, or a conflict;
+/// the decision is appended to the existing call's events.
+fn decide(
+    conn: &Connection,
+    key: &CallKey,
+    found: Existing,
+    now: i64,
+) -> Result<Admission, LedgerError> {
+    let (run_id, call_id) = (key.run_id.as_str(), key.call_id.as_str());
+    let admit_event = |decision: &str, detail: &str| {
+        append_lines(
+            conn,
+            run_id,
+            call_id,
+            &event_lines([(now, Stage::Admit.as_str(), decision, detail)])?,
+        )
+    };
+    if found.tool != key.tool || found.args_digest != key.args_digest {
+        let detail = format!(
+            "call id reused for tool {:?} with arguments sha256 {}, {} bytes (admitted: tool \
+             {:?}, sha256 {}); refused as duplicate_call_id, this call unchanged",
+            key.tool, key.args_digest, key.args_size, found.tool, found.args_digest
+        );
+        admit_event(Decision::Conflict.as_str(), &detail)?;
+        return Ok(Admission::Conflict);
+    }
+    if let Some(result_json) = found.result_json {
+        let result = decode_result(&result_json)?;
+        admit_event(
+            Decision::Replay.as_str(),
+            "same call again; answered from its recorded outcome, not re-run",
+        )?;
+        return Ok(Admission::Replay(result));
+    }
+    // A duplicate may poll admit until the original ends: one event per streak.
+    let last = parse_events(found.events.lines().last().unwrap_or_default())?;
+    if !matches!(last.as_slice(), [e] if e.stage == Stage::Admit.as_str() && e.decision == Decision::InFlight.as_str())
+    {
+        admit_event(
+            Decision::InFlight.as_str(),
+            "same call again while it has no outcome yet; not run twice",
+        )?;
+    }
+    Ok(Admission::InFlight)
+}

@@ -1,0 +1,80 @@
+//! The ledger's backend interface: the writes a call makes, as owned data, and the one
+//! operation a backend provides for them — apply a group of writes in one transaction.
+//!
+//! Every write of the call path (admission, the start mark, stage decisions, the outcome) is a
+//! [`Write`]. The group writer (`group.rs`) hands whatever writes arrived while the previous
+//! commit ran to [`Backend::apply`] together; a backend applies each in order, keeps each
+//! write's own failure to that write (as if it had run in a transaction of its own), and commits
+//! once. SQLite (`sqlite.rs`) is the embedded backend; a server database implements the same
+//! trait with one round trip per group.
+
+use super::audit::PendingEvent;
+use super::outcome::Outcome;
+use super::{Admission, LedgerError};
+
+/// What a call is admitted under: its id and the caller's digest of `{tool, arguments}`.
+#[derive(Debug, Clone)]
+pub struct CallKey {
+    pub run_id: String,
+    pub call_id: String,
+    pub tool: String,
+    pub args_digest: String,
+    pub args_size: u64,
+}
+
+/// One write of the call path.
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// Admit a call before its stages run ([`Applied::Admission`]).
+    Admit(CallKey),
+    /// Admit a call whose first stages already ran, with their decisions, and in the same
+    /// write mark it started (`finished: None`) or give it its outcome. If the id was admitted
+    /// meanwhile, only the admission decision is appended and that decision is returned.
+    AdmitLate {
+        key: CallKey,
+        /// When the call was found new (unix milliseconds): its admission time.
+        at_ms: i64,
+        events: Vec<PendingEvent>,
+        /// The arguments' JSON, when the ledger records content.
+        content: Option<String>,
+        finished: Option<Outcome>,
+    },
+    /// Mark an admitted call started, with the decisions made since its admission.
+    MarkStarted {
+        run_id: String,
+        call_id: String,
+        events: Vec<PendingEvent>,
+    },
+    /// The one terminal outcome of an admitted call, after `events`.
+    Finish {
+        run_id: String,
+        call_id: String,
+        outcome: Outcome,
+        events: Vec<PendingEvent>,
+    },
+    /// One stage decision appended to an admitted call.
+    Event {
+        run_id: String,
+        call_id: String,
+        event: PendingEvent,
+    },
+}
+
+/// What a write did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// The decision of an admission ([`Write::Admit`], [`Write::AdmitLate`]).
+    Admission(Admission),
+    /// The write is committed.
+    Done,
+}
+
+/// Where the ledger's writes go.
+pub trait Backend: Send + 'static {
+    /// Apply `writes` in order in one transaction and commit it. `Ok` holds one result per
+    /// write: a write that failed (`AlreadyFinished`, `UnknownCall`, ...) changed nothing, and
+    /// the others are committed. `Err` means the transaction as a whole failed: nothing of the
+    /// group is committed, and every write in it fails.
+    fn apply(&mut self, writes: &[Write])
+        -> Result<Vec<Result<Applied, LedgerError>>, LedgerError>;
+}
