@@ -59,6 +59,10 @@ const SMOKE: Plan = Plan {
 };
 
 fn main() {
+    if let Ok(what) = std::env::var("TOOLHOST_BENCH_PROFILE") {
+        profile(&what);
+        return;
+    }
     let full = std::env::args().any(|a| a == "--bench");
     let plan = if full { &FULL } else { &SMOKE };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -93,6 +97,46 @@ fn main() {
         }
         assert!(figures.len() >= 16, "{} figures", figures.len());
     }
+}
+
+/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_write|realistic|throughput_64`: run only that
+/// workload, long enough for `perf record` (no report).
+fn profile(what: &str) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let risk = if what == "pipeline_write" {
+        "write"
+    } else {
+        "read"
+    };
+    let config = setup::config_with(dir.path(), false, risk);
+    rt.block_on(async {
+        let runtime = Arc::new(runtime(&config));
+        let t = Instant::now();
+        match what {
+            "realistic" => {
+                let items = json!({"items": setup::items(10_000)});
+                pipeline_samples(&runtime, "echo_items", &items, 5000, "e").await;
+            }
+            "throughput_64" => {
+                throughput(&runtime, 64, 40_000).await;
+            }
+            _ => {
+                pipeline_samples(&runtime, "add", &json!({"a": 40, "b": 2}), 30_000, "p").await;
+            }
+        }
+        let stats = runtime.ledger.group_stats();
+        println!(
+            "{what}: {:.2} s; commits {}, of them inline {}, writes {}",
+            t.elapsed().as_secs_f64(),
+            stats.commits.load(Ordering::Relaxed),
+            stats.inline_commits.load(Ordering::Relaxed),
+            stats.writes.load(Ordering::Relaxed)
+        );
+    });
 }
 
 fn runtime(config: &std::path::Path) -> Runtime {

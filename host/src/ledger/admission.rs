@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::audit::PendingEvent;
 use super::codec::decode_result;
-use super::group::GroupStats;
+use super::group::{GroupStats, Inline};
 use super::outcome::Outcome;
 use super::write::{Applied, CallKey, Write};
 use super::{Ledger, LedgerError};
@@ -67,8 +67,12 @@ impl Ledger {
 
     /// [`Ledger::admit`] for an async caller: waits for the group commit without blocking
     /// its worker.
-    pub async fn admit_async(&self, key: CallKey) -> Result<Admission, LedgerError> {
-        admission(self.writer.write(Write::Admit(key)).await)
+    pub async fn admit_async(
+        &self,
+        key: CallKey,
+        inline: Inline,
+    ) -> Result<Admission, LedgerError> {
+        admission(self.writer.write(Write::Admit(key), inline).await)
     }
 
     /// Whether `(run_id, call_id)` was admitted. Read-only: the runtime asks before it admits a
@@ -134,9 +138,10 @@ impl Ledger {
     }
 
     /// Commit one write of the call path, waiting for its group without blocking an async
-    /// worker. What `Admission` a write decided is in [`Applied::Admission`].
-    pub async fn commit(&self, write: Write) -> Result<Applied, LedgerError> {
-        self.writer.write(write).await
+    /// worker (or at once on this thread, if `inline` allows and the ledger is idle). What
+    /// `Admission` a write decided is in [`Applied::Admission`].
+    pub async fn commit(&self, write: Write, inline: Inline) -> Result<Applied, LedgerError> {
+        self.writer.write(write, inline).await
     }
 
     /// Commits and writes the group writer has made so far.

@@ -42,7 +42,7 @@ fn crash_child() {
                             args_digest: digest_bytes(b"{}"),
                             args_size: 2,
                         };
-                        let admitted = l.admit_async(key).await.unwrap();
+                        let admitted = l.admit_async(key, Inline::Never).await.unwrap();
                         assert!(matches!(admitted, Admission::New { .. }));
                         say(&format!("admitted {id}"));
                         let call = ToolCall {
@@ -57,7 +57,7 @@ fn crash_child() {
                             outcome: Outcome::of(&result).unwrap(),
                             events: vec![],
                         };
-                        l.commit(write).await.unwrap();
+                        l.commit(write, Inline::Never).await.unwrap();
                         say(&format!("finished {id}"));
                     }
                 })

@@ -1,14 +1,22 @@
-//! Group commit: one writer thread owns the backend; callers hand it their writes and wait for
-//! the commit; the writer commits whatever arrived while its previous commit ran in one
-//! transaction, then answers each caller.
+//! Group commit: callers hand their writes to the ledger and wait for the commit; whatever
+//! arrived while the previous commit ran is committed together, in one transaction, then each
+//! caller is answered.
 //!
-//! No caller learns that its write is done before the group that holds it is committed, so
-//! "recorded before returned" and "admitted before executed" keep their meaning. A group whose
-//! transaction fails fails every write in it. The writer runs on a thread of its own, so a
-//! commit never blocks an async worker; a caller on an async worker awaits its answer.
+//! Who commits: a caller with nothing else to do meanwhile ([`Inline::Allowed`]: the runtime
+//! passes it when its call is the only one in flight) that finds the ledger idle (no commit
+//! running, nothing queued) commits its write at once — a thread hop to a writer and back
+//! costs more than the commit on these machines (`docs/benchmarks.md`), and an idle ledger has
+//! nobody else to wait for it. Every other write is queued, and the writer thread commits the
+//! queue as one group as soon as the running commit ends, and again until the queue is empty.
+//! So with several calls in flight every commit is on the writer thread, in groups, and no
+//! async worker is held by a commit while other calls could use it.
+//!
+//! No caller learns that its write is done before the transaction that holds it is committed,
+//! so "recorded before returned" and "admitted before executed" keep their meaning. A group
+//! whose transaction fails fails every write in it.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use super::write::{Applied, Backend, Write};
@@ -19,7 +27,7 @@ pub const MAX_GROUP: usize = 256;
 
 type Answer = Result<Applied, LedgerError>;
 
-/// Where a write's answer goes.
+/// Where a queued write's answer goes.
 enum Reply {
     Async(tokio::sync::oneshot::Sender<Answer>),
     Blocking(mpsc::SyncSender<Answer>),
@@ -45,44 +53,78 @@ struct Job {
     reply: Reply,
 }
 
-/// Commits and writes so far (for `just bench`: writes per commit).
+/// Whether a caller may commit its write itself on an idle ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inline {
+    /// Nothing else needs this thread (one call in flight): commit at once if the ledger is
+    /// idle, which saves two thread hops.
+    Allowed,
+    /// Other work shares this thread (an async worker with other calls in flight): always
+    /// hand the write to the writer thread.
+    Never,
+}
+
+/// Commits and writes so far (for `just bench`: commits per call), and how many commits a
+/// caller made itself on an idle ledger.
 #[derive(Debug, Default)]
 pub struct GroupStats {
     pub commits: AtomicU64,
     pub writes: AtomicU64,
+    pub inline_commits: AtomicU64,
 }
 
-/// The writer thread and the queue to it.
+/// What the writer and the callers share.
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the writer thread: a write was queued, a commit ended, or the ledger is closing.
+    wake: Condvar,
+    backend: Mutex<Box<dyn Backend>>,
+    stats: GroupStats,
+}
+
+#[derive(Default)]
+struct State {
+    queue: Vec<Job>,
+    /// A commit is running (a caller's own, or the writer's).
+    busy: bool,
+    closing: bool,
+}
+
+/// The group committer: the shared state and the writer thread.
 pub(crate) struct GroupWriter {
-    queue: Option<mpsc::Sender<Job>>,
+    shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-    stats: Arc<GroupStats>,
-    /// Writes handed over and not yet taken into a group.
-    waiting: Arc<AtomicUsize>,
 }
 
 impl GroupWriter {
     /// Start the writer over `backend`.
     pub(crate) fn start(backend: Box<dyn Backend>) -> Result<GroupWriter, LedgerError> {
-        let (queue, jobs) = mpsc::channel::<Job>();
-        let stats = Arc::new(GroupStats::default());
-        let waiting = Arc::new(AtomicUsize::new(0));
-        let (counted, taken) = (stats.clone(), waiting.clone());
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            backend: Mutex::new(backend),
+            stats: GroupStats::default(),
+        });
+        let writer = shared.clone();
         let thread = std::thread::Builder::new()
             .name("toolhost-ledger".into())
-            .spawn(move || run(backend, jobs, &counted, &taken))?;
+            .spawn(move || run(&writer))?;
         Ok(GroupWriter {
-            queue: Some(queue),
+            shared,
             thread: Some(thread),
-            stats,
-            waiting,
         })
     }
 
-    /// Commit `write` (with whatever else is waiting) and return what it did.
-    pub(crate) async fn write(&self, write: Write) -> Answer {
+    /// Commit `write` and return what it did: with `Inline::Allowed` at once on this thread if
+    /// the ledger is idle, else with the next group (awaited without blocking the worker).
+    pub(crate) async fn write(&self, write: Write, inline: Inline) -> Answer {
+        if inline == Inline::Allowed {
+            if let Some(answer) = self.try_inline(&write) {
+                return answer;
+            }
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(Job {
+        self.enqueue(Job {
             write,
             reply: Reply::Async(tx),
         })?;
@@ -90,10 +132,13 @@ impl GroupWriter {
     }
 
     /// [`GroupWriter::write`] for a caller that is not async: blocks its thread until the
-    /// group is committed.
+    /// write is committed.
     pub(crate) fn write_blocking(&self, write: Write) -> Answer {
+        if let Some(answer) = self.try_inline(&write) {
+            return answer;
+        }
         let (tx, rx) = mpsc::sync_channel(1);
-        self.submit(Job {
+        self.enqueue(Job {
             write,
             reply: Reply::Blocking(tx),
         })?;
@@ -101,29 +146,80 @@ impl GroupWriter {
     }
 
     pub(crate) fn stats(&self) -> &GroupStats {
-        &self.stats
+        &self.shared.stats
     }
 
     /// Writes waiting for the writer to take them.
     #[cfg(test)]
     pub(crate) fn queued(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
+        self.shared.state().queue.len()
     }
 
-    fn submit(&self, job: Job) -> Result<(), LedgerError> {
-        let queue = self.queue.as_ref().ok_or_else(stopped)?;
-        self.waiting.fetch_add(1, Ordering::Relaxed);
-        queue.send(job).map_err(|_| {
-            self.waiting.fetch_sub(1, Ordering::Relaxed);
-            stopped()
-        })
+    /// Commit `write` on this thread if nothing else is committing or waiting (`None`
+    /// otherwise: queue it).
+    fn try_inline(&self, write: &Write) -> Option<Answer> {
+        let shared = &self.shared;
+        {
+            let mut state = shared.state();
+            if state.busy || !state.queue.is_empty() || state.closing {
+                return None;
+            }
+            state.busy = true;
+        }
+        let applied = shared.apply(std::slice::from_ref(write));
+        shared.stats.inline_commits.fetch_add(1, Ordering::Relaxed);
+        let answer = match applied {
+            Ok(mut answers) if answers.len() == 1 => {
+                answers.pop().unwrap_or_else(|| Err(stopped()))
+            }
+            Ok(_) => Err(miscounted()),
+            Err(e) => Err(LedgerError::Commit(e.to_string())),
+        };
+        let mut state = shared.state();
+        state.busy = false;
+        if !state.queue.is_empty() {
+            shared.wake.notify_one();
+        }
+        Some(answer)
+    }
+
+    fn enqueue(&self, job: Job) -> Result<(), LedgerError> {
+        let mut state = self.shared.state();
+        if state.closing {
+            return Err(stopped());
+        }
+        state.queue.push(job);
+        if !state.busy {
+            self.shared.wake.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state is a queue and two flags, consistent between statements: a panic while
+        // it was held leaves nothing half-done.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Apply one group on the backend and count it.
+    fn apply(&self, writes: &[Write]) -> Result<Vec<Answer>, LedgerError> {
+        let mut backend = self.backend.lock().unwrap_or_else(|e| e.into_inner());
+        let applied = backend.apply(writes);
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .writes
+            .fetch_add(writes.len() as u64, Ordering::Relaxed);
+        applied
     }
 }
 
 impl Drop for GroupWriter {
     fn drop(&mut self) {
-        // Closing the queue ends the writer once it has committed what it holds.
-        self.queue.take();
+        // The writer commits what is queued, then ends.
+        self.shared.state().closing = true;
+        self.shared.wake.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -134,38 +230,37 @@ fn stopped() -> LedgerError {
     LedgerError::Commit("the ledger's writer has stopped".into())
 }
 
-/// The writer: take the first waiting job, then everything else already queued (up to
-/// [`MAX_GROUP`]), apply them as one group, answer each.
-fn run(
-    mut backend: Box<dyn Backend>,
-    jobs: mpsc::Receiver<Job>,
-    stats: &GroupStats,
-    waiting: &AtomicUsize,
-) {
-    let mut group: Vec<Job> = Vec::with_capacity(MAX_GROUP);
+fn miscounted() -> LedgerError {
+    LedgerError::Commit("the backend answered a group with the wrong number of results".into())
+}
+
+/// The writer: whenever no commit runs and writes are queued, take them (up to
+/// [`MAX_GROUP`]) as one group, apply it, answer each.
+fn run(shared: &Shared) {
     let mut writes: Vec<Write> = Vec::with_capacity(MAX_GROUP);
-    while let Ok(first) = jobs.recv() {
-        group.push(first);
-        while group.len() < MAX_GROUP {
-            match jobs.try_recv() {
-                Ok(job) => group.push(job),
-                Err(_) => break,
+    loop {
+        let group: Vec<Job> = {
+            let mut state = shared.state();
+            while state.busy || state.queue.is_empty() {
+                if state.closing && state.queue.is_empty() {
+                    return;
+                }
+                state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner());
             }
-        }
-        waiting.fetch_sub(group.len(), Ordering::Relaxed);
+            state.busy = true;
+            let n = state.queue.len().min(MAX_GROUP);
+            state.queue.drain(..n).collect()
+        };
         let replies: Vec<Reply> = group
-            .drain(..)
+            .into_iter()
             .map(|job| {
                 writes.push(job.write);
                 job.reply
             })
             .collect();
-        let applied = backend.apply(&writes);
-        stats.commits.fetch_add(1, Ordering::Relaxed);
-        stats
-            .writes
-            .fetch_add(writes.len() as u64, Ordering::Relaxed);
+        let applied = shared.apply(&writes);
         writes.clear();
+        shared.state().busy = false;
         match applied {
             Ok(answers) if answers.len() == replies.len() => {
                 for (reply, answer) in replies.into_iter().zip(answers) {
@@ -174,9 +269,7 @@ fn run(
             }
             Ok(_) => {
                 for reply in replies {
-                    reply.send(Err(LedgerError::Commit(
-                        "the backend answered a group with the wrong number of results".into(),
-                    )));
+                    reply.send(Err(miscounted()));
                 }
             }
             Err(e) => {

@@ -146,7 +146,7 @@ async fn queued(
     *s.gate.armed.lock().unwrap() = true;
     let first = {
         let l = s.ledger.clone();
-        tokio::spawn(async move { l.commit(Write::Admit(key("first"))).await })
+        tokio::spawn(async move { l.commit(Write::Admit(key("first")), Inline::Allowed).await })
     };
     let gate = s.gate.clone();
     tokio::task::spawn_blocking(move || gate.wait_held())
@@ -155,7 +155,7 @@ async fn queued(
     let tasks: Vec<_> = (0..n)
         .map(|i| {
             let (l, w) = (s.ledger.clone(), write(i));
-            tokio::spawn(async move { l.commit(w).await })
+            tokio::spawn(async move { l.commit(w, Inline::Never).await })
         })
         .collect();
     // Bounded wait until every write is queued behind the held group.
@@ -216,7 +216,11 @@ async fn a_failed_commit_fails_every_write_in_the_group() {
         assert!(!s.ledger.is_admitted("r", &format!("n{i}")).unwrap());
     }
     // The writer goes on: the next group commits.
-    let next = s.ledger.commit(Write::Admit(key("after"))).await.unwrap();
+    let next = s
+        .ledger
+        .commit(Write::Admit(key("after")), Inline::Allowed)
+        .await
+        .unwrap();
     assert!(matches!(next, Applied::Admission(Admission::New { .. })));
 }
 

@@ -95,7 +95,7 @@ pub use audit::{
 };
 pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;
-pub use group::{GroupStats, MAX_GROUP};
+pub use group::{GroupStats, Inline, MAX_GROUP};
 pub use outcome::Outcome;
 pub use sqlite::SqliteBackend;
 pub use write::{Applied, Backend, CallKey, Write};

@@ -36,38 +36,41 @@ impl SqliteBackend {
         commit: bool,
     ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
         let conn = &self.conn;
-        conn.execute_batch("BEGIN IMMEDIATE")?;
+        run(conn, "BEGIN IMMEDIATE")?;
+        // A group of one needs no savepoint: its failure is the transaction's.
+        let savepoints = writes.len() > 1;
         let mut results = Vec::with_capacity(writes.len());
         for write in writes {
-            if let Err(e) = conn.execute_batch("SAVEPOINT w") {
-                rollback(conn);
-                return Err(e.into());
+            if savepoints {
+                if let Err(e) = run(conn, "SAVEPOINT w") {
+                    rollback(conn);
+                    return Err(e);
+                }
             }
             let result = apply_one(conn, &self.owner, write);
-            let end = if result.is_ok() {
-                "RELEASE w"
-            } else {
-                "ROLLBACK TO w; RELEASE w"
+            let ended = match (&result, savepoints) {
+                (Ok(_), true) => run(conn, "RELEASE w"),
+                (Err(_), true) => run(conn, "ROLLBACK TO w").and_then(|()| run(conn, "RELEASE w")),
+                (_, false) => Ok(()),
             };
             // After some errors (a full disk, an I/O error) SQLite has rolled back the whole
             // transaction itself: then the group fails as a whole.
-            if conn.is_autocommit() || conn.execute_batch(end).is_err() {
+            if conn.is_autocommit() || ended.is_err() {
                 rollback(conn);
                 return Err(match result {
                     Err(e) => e,
                     Ok(_) => LedgerError::Commit("the transaction ended early".into()),
                 });
             }
+            if !savepoints && result.is_err() {
+                rollback(conn);
+                return Ok(vec![result]);
+            }
             results.push(result);
         }
-        let ended = if commit {
-            conn.execute_batch("COMMIT")
-        } else {
-            conn.execute_batch("ROLLBACK")
-        };
-        if let Err(e) = ended {
+        if let Err(e) = run(conn, if commit { "COMMIT" } else { "ROLLBACK" }) {
             rollback(conn);
-            return Err(e.into());
+            return Err(e);
         }
         Ok(results)
     }
@@ -80,6 +83,12 @@ impl Backend for SqliteBackend {
     ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
         self.apply_and(writes, true)
     }
+}
+
+/// One transaction-control statement, prepared once.
+fn run(conn: &Connection, sql: &str) -> Result<(), LedgerError> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
 }
 
 /// Roll back whatever is open (nothing, if SQLite already did).

@@ -114,7 +114,7 @@ impl Runtime {
                 call_id: call.call_id.clone(),
                 events: log.events,
             };
-            let _ = self.ledger.commit(write).await;
+            let _ = self.ledger.commit(write, self.inline()).await;
             return Ok(());
         };
         let admitted = match self.ledger.late_write(
@@ -123,7 +123,7 @@ impl Runtime {
             &late.opening(call, &events),
             None,
         ) {
-            Ok(write) => self.ledger.commit(write).await,
+            Ok(write) => self.ledger.commit(write, self.inline()).await,
             Err(e) => Err(e),
         };
         let answer = match admitted {

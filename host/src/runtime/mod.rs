@@ -51,6 +51,9 @@ pub struct Runtime {
     /// call's next state change instead of one commit each), and for a call not admitted yet,
     /// what its admission will record (see `admission.rs`).
     pending: std::sync::Mutex<std::collections::HashMap<(String, String), admission::CallLog>>,
+    /// Calls in `run_call` or `refuse` right now: a lone call commits on its own thread when
+    /// the ledger is idle (see `ledger/group.rs`).
+    in_flight: std::sync::atomic::AtomicUsize,
 }
 
 /// Why an approval could not be minted.
@@ -97,6 +100,7 @@ impl Runtime {
             executions: std::sync::atomic::AtomicU64::new(0),
             unrecorded: false,
             pending: Default::default(),
+            in_flight: Default::default(),
         }
     }
 

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use crate::contract::bounds::check_call;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Risk, Stage};
-use crate::ledger::{digest_bytes, Admission, Applied, CallKey, Outcome, PendingEvent, Write};
+use crate::ledger::{
+    digest_bytes, Admission, Applied, CallKey, Inline, Outcome, PendingEvent, Write,
+};
 use crate::policy::{canonical_json, Subject};
 
 use super::admission::{CallLog, Claim, Late};
@@ -46,6 +48,7 @@ impl Runtime {
         if self.unrecorded {
             return self.stages(ctx, call, approval_token).await;
         }
+        let _in_flight = InFlight::enter(&self.in_flight);
         // 1. admit (before anything else looks at the call)
         let (digest, size) = admission_digest(call);
         match self.admit_late(ctx, call, &digest, size) {
@@ -64,7 +67,7 @@ impl Runtime {
         }
         match self
             .ledger
-            .admit_async(call_key(ctx, call, digest, size))
+            .admit_async(call_key(ctx, call, digest, size), self.inline())
             .await
         {
             Ok(Admission::New { .. }) => {}
@@ -95,7 +98,7 @@ impl Runtime {
         let (digest, size) = admission_digest(call);
         match self
             .ledger
-            .admit_async(call_key(ctx, call, digest, size))
+            .admit_async(call_key(ctx, call, digest, size), self.inline())
             .await
         {
             Ok(Admission::New { .. }) => {
@@ -356,7 +359,7 @@ impl Runtime {
                 outcome: outcome.started_at(log.started_at_ms),
                 events: log.events,
             };
-            return self.ledger.commit(write).await.map(|_| None);
+            return self.ledger.commit(write, self.inline()).await.map(|_| None);
         };
         let write = self.ledger.late_write(
             &ctx.run_id,
@@ -364,7 +367,7 @@ impl Runtime {
             &late.opening(call, &events),
             Some(outcome.started_at(started)),
         )?;
-        let admitted = self.ledger.commit(write).await;
+        let admitted = self.ledger.commit(write, self.inline()).await;
         // The claim ends here; a decision a duplicate added meanwhile is recorded after.
         let leftover = self.take_pending(ctx, call);
         for event in leftover.events {
@@ -373,11 +376,21 @@ impl Runtime {
                 call_id: call.call_id.clone(),
                 event,
             };
-            let _ = self.ledger.commit(write).await;
+            let _ = self.ledger.commit(write, self.inline()).await;
         }
         match admitted? {
             Applied::Admission(Admission::New { .. }) | Applied::Done => Ok(None),
             Applied::Admission(other) => Ok(Some(other)),
+        }
+    }
+
+    /// Whether this call's commits may run on its own thread when the ledger is idle: only
+    /// when it is the one call in flight (see `ledger/group.rs`).
+    pub(super) fn inline(&self) -> Inline {
+        if self.in_flight.load(std::sync::atomic::Ordering::Relaxed) <= 1 {
+            Inline::Allowed
+        } else {
+            Inline::Never
         }
     }
 
@@ -388,6 +401,22 @@ impl Runtime {
                 .record(&call.name, &call.call_id, detail, b""),
         );
         r
+    }
+}
+
+/// Counts a call in flight for as long as it lives (dropped with its future).
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> InFlight<'a> {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
