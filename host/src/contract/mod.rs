@@ -9,6 +9,7 @@ pub mod bounds;
 mod context;
 pub mod frame;
 mod hooks;
+pub mod measure;
 mod problem;
 mod render;
 mod risk;

@@ -6,7 +6,9 @@ use rusqlite::{params, Connection};
 use super::admission::call_state;
 use super::audit::event_lines;
 use super::codec::to_sql_u64;
-use super::{digest_bytes, LedgerError};
+use sha2::{Digest, Sha256};
+
+use super::LedgerError;
 use crate::contract::{Stage, ToolResult, Usage};
 
 /// Everything a terminal result stores: its JSON for replay, the output's digest and size, the
@@ -31,11 +33,9 @@ impl Outcome {
     /// The stored form of `result`.
     pub fn of(result: &ToolResult) -> Result<Outcome, LedgerError> {
         let output = match &result.output {
-            Some(out) => {
-                // The same bytes and digest as `ToolResult::ledger_summary`.
-                let bytes = serde_json::to_vec(out)?;
-                Some((digest_bytes(&bytes), bytes.len() as u64))
-            }
+            // The same bytes and digest as `ToolResult::ledger_summary`, hashed as they are
+            // written rather than collected first.
+            Some(out) => Some(digest_json(out)?),
             None => None,
         };
         let code = result.code.map(|c| c.as_str());
@@ -76,6 +76,24 @@ impl Outcome {
             self.detail.as_str(),
         )])
     }
+}
+
+/// The SHA-256 (lowercase hex) and length of `value` as compact JSON.
+fn digest_json(value: &serde_json::Value) -> Result<(String, u64), LedgerError> {
+    struct Hashing(Sha256, u64);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            self.1 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new(), 0);
+    serde_json::to_writer(&mut h, value)?;
+    Ok((hex::encode(h.0.finalize()), h.1))
 }
 
 /// Write the outcome of an admitted call, mark it finished and append `lines` to its events,

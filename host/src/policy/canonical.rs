@@ -27,6 +27,18 @@ pub fn canonical_json(v: &Value) -> Vec<u8> {
     out
 }
 
+/// `canonical_json(&json!({"tool": tool, "arguments": arguments}))`, without copying the
+/// arguments into a new value first ("arguments" sorts before "tool").
+pub fn canonical_call(tool: &str, arguments: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(b"{\"arguments\":");
+    write_value(&mut out, arguments);
+    out.extend_from_slice(b",\"tool\":");
+    write_leaf(&mut out, tool);
+    out.push(b'}');
+    out
+}
+
 fn write_value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
@@ -91,6 +103,23 @@ fn write_leaf<T: Serialize + ?Sized>(out: &mut Vec<u8>, leaf: &T) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn canonical_call_is_the_canonical_object() {
+        for (tool, args) in [
+            ("add", json!({"b": 2, "a": 1})),
+            (
+                "t\u{2028}\"x",
+                json!({"é": [1.5, null, {"z": "\n", "y": 9007199254740993u64}]}),
+            ),
+            ("", json!({})),
+        ] {
+            assert_eq!(
+                canonical_call(tool, &args),
+                canonical_json(&json!({"tool": tool, "arguments": args}))
+            );
+        }
+    }
 
     fn canon(text: &str) -> String {
         let v: Value = serde_json::from_str(text).unwrap();

@@ -69,7 +69,7 @@ pub use approval::{
     digest, needs_approval, parse_handle, request, ApprovalFailure, ApprovalKey, ApprovalMode,
     ApprovalRequest, ApprovalSubject, APPROVAL_DOMAIN, CLOCK_SKEW_SECS,
 };
-pub use canonical::canonical_json;
+pub use canonical::{canonical_call, canonical_json};
 pub use config::{
     ApprovalConfig, ConstraintConfig, Effect, PolicyConfig, RuleConfig, DEFAULT_KEY_FILE_NAME,
     DEFAULT_TTL_SECS, MAX_TTL_SECS,

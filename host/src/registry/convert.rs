@@ -26,10 +26,34 @@ pub struct Mismatch {
     pub expected: String,
 }
 
-fn mismatch(at: &str, expected: impl Into<String>) -> Mismatch {
+fn mismatch(at: &At<'_>, expected: impl Into<String>) -> Mismatch {
     Mismatch {
         at: at.to_string(),
         expected: expected.into(),
+    }
+}
+
+/// Where a conversion is inside a value: a path written out only when an error names it
+/// (building it for every element cost more than the conversion itself).
+#[derive(Debug, Clone, Copy)]
+enum At<'a> {
+    Root(&'a str),
+    /// `{parent}/{index}`
+    Index(&'a At<'a>, usize),
+    /// `{parent}/{key}`
+    Key(&'a At<'a>, &'a str),
+    /// `{parent}.{field}` (a record field of a returned value)
+    Field(&'a At<'a>, &'a str),
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            At::Root(s) => f.write_str(s),
+            At::Index(parent, i) => write!(f, "{parent}/{i}"),
+            At::Key(parent, k) => write!(f, "{parent}/{k}"),
+            At::Field(parent, k) => write!(f, "{parent}.{k}"),
+        }
     }
 }
 
@@ -50,7 +74,7 @@ pub fn exact_integer(n: &Number) -> Option<i128> {
     }
 }
 
-fn integer(v: &Value, at: &str, min: i128, max: i128) -> Result<i128, Mismatch> {
+fn integer(v: &Value, at: &At<'_>, min: i128, max: i128) -> Result<i128, Mismatch> {
     let expected = || {
         format!("expected an integer from {min} to {max}, written without a fraction or exponent")
     };
@@ -64,8 +88,12 @@ fn integer(v: &Value, at: &str, min: i128, max: i128) -> Result<i128, Mismatch> 
     Ok(i)
 }
 
-/// Convert a JSON value to a component value of type `ty`.
+/// Convert a JSON value to a component value of type `ty`; errors name their place from `at`.
 pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
+    val(ty, v, &At::Root(at))
+}
+
+fn val(ty: &Type, v: &Value, at: &At<'_>) -> Result<Val, Mismatch> {
     Ok(match ty {
         Type::Bool => Val::Bool(
             v.as_bool()
@@ -119,7 +147,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 items
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| to_val(&ty, x, &format!("{at}/{i}")))
+                    .map(|(i, x)| val(&ty, x, &At::Index(at, i)))
                     .collect::<Result<_, _>>()?,
             )
         }
@@ -138,7 +166,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 items
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| to_val(&ty, x, &format!("{at}/{i}")))
+                    .map(|(i, x)| val(&ty, x, &At::Index(at, i)))
                     .collect::<Result<_, _>>()?,
             )
         }
@@ -151,10 +179,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 let x = obj
                     .get(f.name)
                     .ok_or_else(|| mismatch(at, format!("missing field {:?}", f.name)))?;
-                fields.push((
-                    f.name.to_string(),
-                    to_val(&f.ty, x, &format!("{at}/{}", f.name))?,
-                ));
+                fields.push((f.name.to_string(), val(&f.ty, x, &At::Key(at, f.name))?));
             }
             if let Some(extra) = obj
                 .keys()
@@ -178,7 +203,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 t.types()
                     .zip(items)
                     .enumerate()
-                    .map(|(i, (ty, x))| to_val(&ty, x, &format!("{at}/{i}")))
+                    .map(|(i, (ty, x))| val(&ty, x, &At::Index(at, i)))
                     .collect::<Result<_, _>>()?,
             )
         }
@@ -208,7 +233,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 (None, None) => Val::Variant(name.to_string(), None),
                 (Some(ty), Some(p)) => Val::Variant(
                     name.to_string(),
-                    Some(Box::new(to_val(ty, p, &format!("{at}/{name}"))?)),
+                    Some(Box::new(val(ty, p, &At::Key(at, name))?)),
                 ),
                 (None, Some(_)) => {
                     return Err(mismatch(
@@ -239,7 +264,7 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
         }
         Type::Option(o) => match v {
             Value::Null => Val::Option(None),
-            x => Val::Option(Some(Box::new(to_val(&o.ty(), x, at)?))),
+            x => Val::Option(Some(Box::new(val(&o.ty(), x, at)?))),
         },
         Type::Result(r) => {
             let obj = v
@@ -249,9 +274,9 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
             let (k, x) = obj.iter().next().expect("one entry");
             let payload = |ty: Option<Type>, key: &str| -> Result<Option<Box<Val>>, Mismatch> {
                 match ty {
-                    Some(ty) => Ok(Some(Box::new(to_val(&ty, x, &format!("{at}/{key}"))?))),
+                    Some(ty) => Ok(Some(Box::new(val(&ty, x, &At::Key(at, key))?))),
                     None if x.is_null() => Ok(None),
-                    None => Err(mismatch(&format!("{at}/{key}"), "expected null")),
+                    None => Err(mismatch(&At::Key(at, key), "expected null")),
                 }
             };
             match k.as_str() {
@@ -269,10 +294,10 @@ pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
                 let name = x
                     .as_str()
                     .and_then(|s| f.names().find(|n| *n == s))
-                    .ok_or_else(|| mismatch(&format!("{at}/{i}"), "expected a flag name"))?;
+                    .ok_or_else(|| mismatch(&At::Index(at, i), "expected a flag name"))?;
                 if out.iter().any(|o| o == name) {
                     return Err(mismatch(
-                        &format!("{at}/{i}"),
+                        &At::Index(at, i),
                         format!("flag {name:?} is repeated"),
                     ));
                 }
@@ -306,7 +331,7 @@ pub struct Unrepresentable {
     pub why: &'static str,
 }
 
-fn float(f: f64, at: &str) -> Result<Value, Unrepresentable> {
+fn float(f: f64, at: &At<'_>) -> Result<Value, Unrepresentable> {
     Number::from_f64(f)
         .map(Value::Number)
         .ok_or(Unrepresentable {
@@ -315,8 +340,12 @@ fn float(f: f64, at: &str) -> Result<Value, Unrepresentable> {
         })
 }
 
-/// Convert a component value back to JSON.
+/// Convert a component value back to JSON; errors name their place from `at`.
 pub fn to_json(v: &Val, at: &str) -> Result<Value, Unrepresentable> {
+    json(v, &At::Root(at))
+}
+
+fn json(v: &Val, at: &At<'_>) -> Result<Value, Unrepresentable> {
     Ok(match v {
         Val::Bool(b) => Value::Bool(*b),
         Val::S8(i) => Value::from(*i),
@@ -335,31 +364,31 @@ pub fn to_json(v: &Val, at: &str) -> Result<Value, Unrepresentable> {
             items
                 .iter()
                 .enumerate()
-                .map(|(i, x)| to_json(x, &format!("{at}/{i}")))
+                .map(|(i, x)| json(x, &At::Index(at, i)))
                 .collect::<Result<_, _>>()?,
         ),
         Val::Record(fields) => {
             let mut m = Map::new();
             for (k, x) in fields {
-                m.insert(k.clone(), to_json(x, &format!("{at}.{k}"))?);
+                m.insert(k.clone(), json(x, &At::Field(at, k))?);
             }
             Value::Object(m)
         }
         Val::Variant(name, None) | Val::Enum(name) => Value::String(name.clone()),
         Val::Variant(name, Some(p)) => {
             let mut m = Map::new();
-            m.insert(name.clone(), to_json(p, &format!("{at}/{name}"))?);
+            m.insert(name.clone(), json(p, &At::Key(at, name))?);
             Value::Object(m)
         }
         Val::Option(None) => Value::Null,
-        Val::Option(Some(x)) => to_json(x, at)?,
+        Val::Option(Some(x)) => json(x, at)?,
         Val::Result(r) => {
             let (key, payload) = match r {
                 Ok(p) => ("ok", p),
                 Err(p) => ("err", p),
             };
             let inner = match payload {
-                Some(p) => to_json(p, &format!("{at}/{key}"))?,
+                Some(p) => json(p, &At::Key(at, key))?,
                 None => Value::Null,
             };
             let mut m = Map::new();

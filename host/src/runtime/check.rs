@@ -130,9 +130,7 @@ impl Runtime {
                 );
             }
         };
-        let size = serde_json::to_vec(&value)
-            .map(|v| v.len() as u64)
-            .unwrap_or(u64::MAX);
+        let size = crate::contract::measure::json_len(&value);
         usage.output_bytes = usage.output_bytes.saturating_add(size);
         if size > tool.limits.output_bytes {
             return ToolResult::failed(

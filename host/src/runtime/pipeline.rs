@@ -10,7 +10,7 @@ use crate::contract::{Decision, Risk, Stage};
 use crate::ledger::{
     digest_bytes, Admission, Applied, CallKey, Inline, Outcome, PendingEvent, Write,
 };
-use crate::policy::{canonical_json, Subject};
+use crate::policy::{canonical_call, Subject};
 
 use super::admission::{CallLog, Claim, Late};
 use super::{clip, Runtime};
@@ -23,10 +23,7 @@ const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
 
 /// What admission keys a call by: the digest and size of its canonical `{tool, arguments}`.
 fn admission_digest(call: &ToolCall) -> (String, u64) {
-    let canonical = canonical_json(&serde_json::json!({
-        "tool": call.name,
-        "arguments": call.arguments,
-    }));
+    let canonical = canonical_call(&call.name, &call.arguments);
     (digest_bytes(&canonical), canonical.len() as u64)
 }
 

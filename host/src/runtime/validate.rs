@@ -11,10 +11,7 @@ use super::{clip, Runtime, MAX_INPUT_BYTES};
 impl Runtime {
     /// Stage 3: the validated parameters in WIT order, or a model-safe reason why not.
     pub(crate) fn validate(&self, tool: &Tool, args: &Value) -> Result<Vec<Val>, String> {
-        let size = serde_json::to_vec(args)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > MAX_INPUT_BYTES {
+        if crate::contract::measure::json_len(args) > MAX_INPUT_BYTES as u64 {
             return Err(format!(
                 "the arguments are larger than {MAX_INPUT_BYTES} bytes"
             ));
