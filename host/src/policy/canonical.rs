@@ -56,6 +56,18 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
             }
             out.push(b']');
         }
+        Value::Object(map) if in_utf16_order(map) => {
+            out.push(b'{');
+            for (i, (key, value)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_leaf(out, key.as_str());
+                out.push(b':');
+                write_value(out, value);
+            }
+            out.push(b'}');
+        }
         Value::Object(map) => {
             let mut members: Vec<(Vec<u16>, &String, &Value)> = map
                 .iter()
@@ -76,7 +88,35 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
+/// Whether `map` already iterates in JCS order, so it needs no sorting: its keys come in
+/// strictly increasing UTF-8 byte order and none holds a character at or above U+E000 (UTF-8
+/// lead byte 0xEE or more). Below U+E000 the order of UTF-8 bytes, of code points and of UTF-16
+/// code units agree; above it UTF-16 puts U+10000.. (surrogate pairs) before U+E000..U+FFFF.
+/// serde_json's map is sorted by bytes unless its `preserve_order` feature is on: checked, not
+/// assumed.
+fn in_utf16_order(map: &serde_json::Map<String, Value>) -> bool {
+    let mut previous: Option<&str> = None;
+    for key in map.keys() {
+        if key.bytes().any(|b| b >= 0xEE) || previous.is_some_and(|p| p >= key.as_str()) {
+            return false;
+        }
+        previous = Some(key);
+    }
+    true
+}
+
 fn write_number(out: &mut Vec<u8>, n: &Number) {
+    // An integer a double holds exactly prints as its digits in ECMAScript too.
+    let small = match (n.as_u64(), n.as_i64()) {
+        (Some(u), _) if u <= EXACT_DOUBLE_LIMIT => Some(i128::from(u)),
+        (_, Some(i)) if i.unsigned_abs() <= EXACT_DOUBLE_LIMIT => Some(i128::from(i)),
+        _ => None,
+    };
+    if let Some(i) = small {
+        use std::io::Write as _;
+        let _ = write!(out, "{i}");
+        return;
+    }
     let exact = if let Some(u) = n.as_u64() {
         (u > EXACT_DOUBLE_LIMIT).then(|| u.to_string())
     } else if let Some(i) = n.as_i64() {
@@ -103,6 +143,35 @@ fn write_leaf<T: Serialize + ?Sized>(out: &mut Vec<u8>, leaf: &T) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn keys_past_u_e000_are_sorted_by_utf16() {
+        // UTF-8 byte order would put U+E000 first; UTF-16 puts the surrogate pair first.
+        let v = json!({"\u{e000}": 1, "\u{10000}": 2, "a": 3});
+        assert_eq!(
+            String::from_utf8(canonical_json(&v)).unwrap(),
+            "{\"a\":3,\"\u{10000}\":2,\"\u{e000}\":1}"
+        );
+    }
+
+    #[test]
+    fn small_integers_print_as_jcs_does() {
+        for (n, text) in [
+            (json!(0), "0"),
+            (json!(-7), "-7"),
+            (json!(9007199254740992u64), "9007199254740992"),
+            (json!(-9007199254740992i64), "-9007199254740992"),
+            (json!(9007199254740993u64), "9007199254740993.0"),
+        ] {
+            assert_eq!(String::from_utf8(canonical_json(&n)).unwrap(), text);
+            if text.ends_with(".0") {
+                continue;
+            }
+            let mut jcs = Vec::new();
+            serde_jcs::to_writer(&mut jcs, &n).unwrap();
+            assert_eq!(String::from_utf8(jcs).unwrap(), text);
+        }
+    }
 
     #[test]
     fn canonical_call_is_the_canonical_object() {

@@ -334,7 +334,7 @@ pub struct Unrepresentable {
 fn float(f: f64, at: &At<'_>) -> Result<Value, Unrepresentable> {
     Number::from_f64(f)
         .map(Value::Number)
-        .ok_or(Unrepresentable {
+        .ok_or_else(|| Unrepresentable {
             at: at.to_string(),
             why: "NaN and infinities have no JSON form",
         })
