@@ -124,6 +124,20 @@ fn profile(what: &str) {
             "throughput_64" => {
                 throughput(&runtime, 64, 40_000).await;
             }
+            "throughput_2" => {
+                throughput(&runtime, 2, 40_000).await;
+            }
+            "throughput_1" => {
+                throughput(&runtime, 1, 40_000).await;
+            }
+            "mcp_stdio" => {
+                let (seq, _) = procs::mcp_stdio(&config, 10_000, 16).await;
+                println!("mcp_stdio_sequential median {:.0} µs", seq.median);
+            }
+            "mcp_http" => {
+                let f = http::mcp_http_sequential(&config, 10_000).await;
+                println!("mcp_http_sequential median {:.0} µs", f.median);
+            }
             _ => {
                 pipeline_samples(&runtime, "add", &json!({"a": 40, "b": 2}), 30_000, "p").await;
             }

@@ -3,13 +3,14 @@
 //! caller is answered.
 //!
 //! Who commits: a caller with nothing else to do meanwhile ([`Inline::Allowed`]: the runtime
-//! passes it when its call is the only one in flight) that finds the ledger idle (no commit
+//! passes it while no more calls are in flight than it has async workers) that finds the
+//! ledger idle (no commit
 //! running, nothing queued) commits its write at once — a thread hop to a writer and back
 //! costs more than the commit on these machines (`docs/benchmarks.md`), and an idle ledger has
 //! nobody else to wait for it. Every other write is queued, and the writer thread commits the
 //! queue as one group as soon as the running commit ends, and again until the queue is empty.
-//! So with several calls in flight every commit is on the writer thread, in groups, and no
-//! async worker is held by a commit while other calls could use it.
+//! So with more calls in flight than workers every commit is on the writer thread, in groups,
+//! and no async worker is held by a commit while another call waits for it.
 //!
 //! No caller learns that its write is done before the transaction that holds it is committed,
 //! so "recorded before returned" and "admitted before executed" keep their meaning. A group
@@ -56,8 +57,8 @@ struct Job {
 /// Whether a caller may commit its write itself on an idle ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Inline {
-    /// Nothing else needs this thread (one call in flight): commit at once if the ledger is
-    /// idle, which saves two thread hops.
+    /// Nothing else needs this thread (no more calls in flight than workers): commit at once
+    /// if the ledger is idle, which saves two thread hops.
     Allowed,
     /// Other work shares this thread (an async worker with other calls in flight): always
     /// hand the write to the writer thread.

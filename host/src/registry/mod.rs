@@ -5,7 +5,7 @@
 //! from its WIT types and embedded docs, and resolves its imports once (`InstancePre`) for fast
 //! calls. This file holds the types and [`Registry::load`]; the `[[component]]` section is
 //! `config.rs`, grants `grants.rs`, WIT → JSON Schema `schema.rs`, JSON ↔ WIT values
-//! `convert.rs`, schema validation `validate/`.
+//! `convert/`, schema validation `validate/`.
 
 pub mod cache;
 pub mod config;

@@ -382,9 +382,13 @@ impl Runtime {
     }
 
     /// Whether this call's commits may run on its own thread when the ledger is idle: only
-    /// when it is the one call in flight (see `ledger/group.rs`).
+    /// while there are no more calls in flight than async workers to run them, so a commit
+    /// never holds up another call (see `ledger/group.rs`).
     pub(super) fn inline(&self) -> Inline {
-        if self.in_flight.load(std::sync::atomic::Ordering::Relaxed) <= 1 {
+        let workers = tokio::runtime::Handle::try_current()
+            .map_or(1, |h| h.metrics().num_workers())
+            .max(1);
+        if self.in_flight.load(std::sync::atomic::Ordering::Relaxed) <= workers {
             Inline::Allowed
         } else {
             Inline::Never
