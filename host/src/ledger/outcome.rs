@@ -6,6 +6,7 @@ use rusqlite::{params, Connection};
 use super::admission::call_state;
 use super::audit::event_lines;
 use super::codec::to_sql_u64;
+use super::write::CallKey;
 use sha2::{Digest, Sha256};
 
 use super::LedgerError;
@@ -94,6 +95,59 @@ fn digest_json(value: &serde_json::Value) -> Result<(String, u64), LedgerError> 
     let mut h = Hashing(Sha256::new(), 0);
     serde_json::to_writer(&mut h, value)?;
     Ok((hex::encode(h.0.finalize()), h.1))
+}
+
+/// Insert a call that is admitted and finished in one write (a late admission that carries its
+/// outcome): the row is written once, already `finished`, so it never enters the index of open
+/// calls. `events` are its lines up to the outcome; the `record` line is added here. Returns
+/// its `seq`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn insert_finished(
+    conn: &Connection,
+    key: &CallKey,
+    owner: &str,
+    at_ms: i64,
+    events: &str,
+    outcome: &Outcome,
+    now: i64,
+) -> Result<i64, LedgerError> {
+    let mut lines = String::with_capacity(events.len() + 160);
+    lines.push_str(events);
+    lines.push_str(&outcome.record_line(now)?);
+    let u = &outcome.usage;
+    conn.prepare_cached(
+        "INSERT INTO calls
+           (run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms, owner, events,
+            started_at_ms, status, code, message, diagnostic_id, output_digest, output_size,
+            fuel_consumed, wall_ms, memory_peak_bytes, output_bytes, result_json,
+            finished_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'finished', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
+                 ?16, ?17, ?18, ?19, ?20, ?21)",
+    )?
+    .execute(params![
+        key.run_id,
+        key.call_id,
+        key.tool,
+        key.args_digest,
+        to_sql_u64(key.args_size),
+        at_ms,
+        owner,
+        lines,
+        outcome.started_at_ms,
+        outcome.status,
+        outcome.code,
+        outcome.message,
+        outcome.diagnostic_id,
+        outcome.output.as_ref().map(|(d, _)| d.as_str()),
+        outcome.output.as_ref().map(|(_, n)| to_sql_u64(*n)),
+        to_sql_u64(u.fuel_consumed),
+        to_sql_u64(u.wall_ms),
+        to_sql_u64(u.memory_peak_bytes),
+        to_sql_u64(u.output_bytes),
+        outcome.result_json,
+        now,
+    ])?;
+    Ok(conn.last_insert_rowid())
 }
 
 /// Write the outcome of an admitted call, mark it finished and append `lines` to its events,

@@ -10,7 +10,7 @@ use super::audit::{
 };
 use super::codec::{decode_result, to_sql_u64};
 use super::error::check_key;
-use super::outcome::{close_call, Outcome};
+use super::outcome::{close_call, insert_finished, Outcome};
 use super::write::{Applied, Backend, CallKey, Write};
 use super::{now_ms, Admission, LedgerError};
 use crate::contract::{Decision, Stage};
@@ -123,19 +123,23 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
             if let Some(found) = existing(conn, &key.run_id, &key.call_id)? {
                 return Ok(Applied::Admission(decide(conn, key, found, now)?));
             }
-            let seq = insert(conn, owner, key, *at_ms, events, content.as_deref())?;
-            match finished {
+            let seq = match finished {
                 Some(outcome) => {
-                    let record = outcome.record_line(now)?;
-                    close_call(conn, &key.run_id, &key.call_id, outcome, now, &record)?;
+                    check_key(&key.run_id, &key.call_id, &key.tool)?;
+                    let lines = admission_lines(key, *at_ms, events)?;
+                    let seq = insert_finished(conn, key, owner, *at_ms, &lines, outcome, now)?;
+                    insert_content(conn, key, *at_ms, content.as_deref())?;
+                    seq
                 }
                 None => {
+                    let seq = insert(conn, owner, key, *at_ms, events, content.as_deref())?;
                     conn.prepare_cached(
                         "UPDATE calls SET state = 'started', started_at_ms = ?2 WHERE seq = ?1",
                     )?
                     .execute(params![seq, now])?;
+                    seq
                 }
-            }
+            };
             note_approval_requests(conn, &key.run_id, &key.call_id, events)?;
             Ok(Applied::Admission(Admission::New { seq }))
         }
@@ -202,17 +206,12 @@ fn check_result_id(run_id: &str, call_id: &str, outcome: &Outcome) -> Result<(),
     })
 }
 
-/// Insert a new call `admitted` with its `admit` event and `events`, and its content if
-/// given; returns its `seq`.
-fn insert(
-    conn: &Connection,
-    owner: &str,
+/// The event lines of a new call: its `admit` event, then `events`.
+fn admission_lines(
     key: &CallKey,
     at_ms: i64,
     events: &[PendingEvent],
-    content: Option<&str>,
-) -> Result<i64, LedgerError> {
-    check_key(&key.run_id, &key.call_id, &key.tool)?;
+) -> Result<String, LedgerError> {
     let detail = format!(
         "arguments sha256 {}, {} bytes",
         key.args_digest, key.args_size
@@ -224,6 +223,21 @@ fn insert(
         detail.as_str(),
     )])?;
     lines.push_str(&pending_lines(events)?);
+    Ok(lines)
+}
+
+/// Insert a new call `admitted` with its `admit` event and `events`, and its content if
+/// given; returns its `seq`.
+fn insert(
+    conn: &Connection,
+    owner: &str,
+    key: &CallKey,
+    at_ms: i64,
+    events: &[PendingEvent],
+    content: Option<&str>,
+) -> Result<i64, LedgerError> {
+    check_key(&key.run_id, &key.call_id, &key.tool)?;
+    let lines = admission_lines(key, at_ms, events)?;
     conn.prepare_cached(
         "INSERT INTO calls
            (run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms, owner,
@@ -241,6 +255,17 @@ fn insert(
         lines,
     ])?;
     let seq = conn.last_insert_rowid();
+    insert_content(conn, key, at_ms, content)?;
+    Ok(seq)
+}
+
+/// Store a new call's arguments, when the ledger records content.
+fn insert_content(
+    conn: &Connection,
+    key: &CallKey,
+    at_ms: i64,
+    content: Option<&str>,
+) -> Result<(), LedgerError> {
     if let Some(json) = content {
         conn.prepare_cached(
             "INSERT INTO call_content (run_id, call_id, arguments_json, recorded_at_ms)
@@ -248,7 +273,7 @@ fn insert(
         )?
         .execute(params![key.run_id, key.call_id, json, at_ms])?;
     }
-    Ok(seq)
+    Ok(())
 }
 
 /// A call already in the ledger, as admission compares it.
