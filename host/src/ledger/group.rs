@@ -204,10 +204,14 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Apply one group on the backend and count it.
+    /// Apply one group on the backend and count it. A backend that panics fails the group
+    /// (and leaves the committer usable) instead of unwinding through the caller or the writer
+    /// with the `busy` flag set.
     fn apply(&self, writes: &[Write]) -> Result<Vec<Answer>, LedgerError> {
         let mut backend = self.backend.lock().unwrap_or_else(|e| e.into_inner());
-        let applied = backend.apply(writes);
+        let applied =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.apply(writes)))
+                .unwrap_or_else(|_| Err(LedgerError::Commit("the ledger backend failed".into())));
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.stats
             .writes

@@ -247,3 +247,49 @@ async fn one_failing_write_leaves_its_group_alone() {
     }
     assert!(!s.ledger.is_admitted("r", "never-admitted").unwrap());
 }
+
+/// A backend that panics on the first group it gets, then works.
+struct PanicsOnce {
+    inner: SqliteBackend,
+    panicked: bool,
+}
+
+impl Backend for PanicsOnce {
+    fn apply(
+        &mut self,
+        writes: &[Write],
+    ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
+        if !std::mem::replace(&mut self.panicked, true) {
+            panic!("a backend bug");
+        }
+        self.inner.apply(writes)
+    }
+}
+
+/// A backend that panics fails that group's writes and the ledger keeps committing, inline
+/// and through the writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_backend_fails_its_group_and_the_ledger_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open_with(
+        &dir.path().join("ledger.db"),
+        LedgerOptions::default(),
+        |inner| {
+            Box::new(PanicsOnce {
+                inner,
+                panicked: false,
+            })
+        },
+    )
+    .unwrap();
+    let first = ledger.commit(Write::Admit(key("a")), Inline::Allowed).await;
+    assert!(matches!(first, Err(LedgerError::Commit(_))), "{first:?}");
+    assert!(!ledger.is_admitted("r", "a").unwrap());
+    for (id, inline) in [("b", Inline::Allowed), ("c", Inline::Never)] {
+        let r = ledger.commit(Write::Admit(key(id)), inline).await;
+        assert!(
+            matches!(r, Ok(Applied::Admission(Admission::New { .. }))),
+            "{r:?}"
+        );
+    }
+}

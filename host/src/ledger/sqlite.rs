@@ -36,6 +36,8 @@ impl SqliteBackend {
         commit: bool,
     ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
         let conn = &self.conn;
+        // A group cut short (a panic mid-group) may have left its transaction open.
+        rollback(conn);
         run(conn, "BEGIN IMMEDIATE")?;
         // A group of one needs no savepoint: its failure is the transaction's.
         let savepoints = writes.len() > 1;

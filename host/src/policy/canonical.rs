@@ -56,36 +56,30 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
             }
             out.push(b']');
         }
-        Value::Object(map) if in_utf16_order(map) => {
-            out.push(b'{');
-            for (i, (key, value)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_leaf(out, key.as_str());
-                out.push(b':');
-                write_value(out, value);
-            }
-            out.push(b'}');
-        }
+        Value::Object(map) if in_utf16_order(map) => write_members(out, map.iter()),
         Value::Object(map) => {
             let mut members: Vec<(Vec<u16>, &String, &Value)> = map
                 .iter()
                 .map(|(k, v)| (k.encode_utf16().collect(), k, v))
                 .collect();
             members.sort_by(|a, b| a.0.cmp(&b.0));
-            out.push(b'{');
-            for (i, (_, key, value)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_leaf(out, key.as_str());
-                out.push(b':');
-                write_value(out, value);
-            }
-            out.push(b'}');
+            write_members(out, members.into_iter().map(|(_, k, v)| (k, v)));
         }
     }
+}
+
+/// An object's members, in the order given.
+fn write_members<'a>(out: &mut Vec<u8>, members: impl Iterator<Item = (&'a String, &'a Value)>) {
+    out.push(b'{');
+    for (i, (key, value)) in members.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_leaf(out, key.as_str());
+        out.push(b':');
+        write_value(out, value);
+    }
+    out.push(b'}');
 }
 
 /// Whether `map` already iterates in JCS order, so it needs no sorting: its keys come in
