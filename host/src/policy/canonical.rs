@@ -28,15 +28,18 @@ pub fn canonical_json(v: &Value) -> Vec<u8> {
 }
 
 /// `canonical_json(&json!({"tool": tool, "arguments": arguments}))`, without copying the
-/// arguments into a new value first ("arguments" sorts before "tool").
-pub fn canonical_call(tool: &str, arguments: &Value) -> Vec<u8> {
+/// arguments into a new value first ("arguments" sorts before "tool"), and the length of the
+/// arguments' own canonical form within it.
+pub fn canonical_call(tool: &str, arguments: &Value) -> (Vec<u8>, usize) {
+    const PREFIX: &[u8] = b"{\"arguments\":";
     let mut out = Vec::with_capacity(64);
-    out.extend_from_slice(b"{\"arguments\":");
+    out.extend_from_slice(PREFIX);
     write_value(&mut out, arguments);
+    let arguments_len = out.len() - PREFIX.len();
     out.extend_from_slice(b",\"tool\":");
     write_leaf(&mut out, tool);
     out.push(b'}');
-    out
+    (out, arguments_len)
 }
 
 fn write_value(out: &mut Vec<u8>, v: &Value) {
@@ -177,10 +180,12 @@ mod tests {
             ),
             ("", json!({})),
         ] {
+            let (bytes, arguments_len) = canonical_call(tool, &args);
             assert_eq!(
-                canonical_call(tool, &args),
+                bytes,
                 canonical_json(&json!({"tool": tool, "arguments": args}))
             );
+            assert_eq!(arguments_len, canonical_json(&args).len());
         }
     }
 

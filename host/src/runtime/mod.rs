@@ -185,7 +185,7 @@ impl Runtime {
         tool: &Tool,
         args: &serde_json::Value,
     ) -> Result<Vec<Val>, String> {
-        self.validate(tool, args)
+        self.validate(tool, args, None)
     }
 
     /// Execute under the tool's limits, shortened to the run's deadline, cancellable by the run.

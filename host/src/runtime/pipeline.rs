@@ -21,10 +21,16 @@ const IN_FLIGHT_POLL: Duration = Duration::from_millis(20);
 /// Extra wait, beyond the tool's deadline, for a running original before giving up.
 const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
 
-/// What admission keys a call by: the digest and size of its canonical `{tool, arguments}`.
-fn admission_digest(call: &ToolCall) -> (String, u64) {
-    let canonical = canonical_call(&call.name, &call.arguments);
-    (digest_bytes(&canonical), canonical.len() as u64)
+/// What admission keys a call by: the digest and size of its canonical `{tool, arguments}`,
+/// and the size of the arguments' canonical form (what the validate stage's size cap reads:
+/// the arguments are serialized once).
+fn admission_digest(call: &ToolCall) -> (String, u64, u64) {
+    let (canonical, arguments_len) = canonical_call(&call.name, &call.arguments);
+    (
+        digest_bytes(&canonical),
+        canonical.len() as u64,
+        arguments_len as u64,
+    )
 }
 
 impl Runtime {
@@ -43,16 +49,18 @@ impl Runtime {
             return refusal.result(call);
         }
         if self.unrecorded {
-            return self.stages(ctx, call, approval_token).await;
+            return self.stages(ctx, call, approval_token, None).await;
         }
         let _in_flight = InFlight::enter(&self.in_flight);
         // 1. admit (before anything else looks at the call)
-        let (digest, size) = admission_digest(call);
+        let (digest, size, args_size) = admission_digest(call);
         match self.admit_late(ctx, call, &digest, size) {
             Late::Claimed => {
                 // Released if this future is dropped before the claim's commit ends it.
                 let _claim = Claim::new(self, ctx, call);
-                let result = self.stages(ctx, call, approval_token).await;
+                let result = self
+                    .stages(ctx, call, approval_token, Some(args_size))
+                    .await;
                 return self.record(ctx, call, result).await;
             }
             Late::Duplicate => return self.await_original(ctx, call).await,
@@ -75,7 +83,9 @@ impl Runtime {
                 return self.host_fault(call, "the host could not record this call", &e.to_string())
             }
         }
-        let result = self.stages(ctx, call, approval_token).await;
+        let result = self
+            .stages(ctx, call, approval_token, Some(args_size))
+            .await;
         self.record(ctx, call, result).await
     }
 
@@ -92,7 +102,8 @@ impl Runtime {
         if let Err(refusal) = check_call(ctx, call) {
             return refusal.result(call);
         }
-        let (digest, size) = admission_digest(call);
+        let _in_flight = InFlight::enter(&self.in_flight);
+        let (digest, size, _) = admission_digest(call);
         match self
             .ledger
             .admit_async(call_key(ctx, call, digest, size), self.inline())
@@ -161,12 +172,14 @@ impl Runtime {
             .unwrap_or_default()
     }
 
-    /// Stages 2–8; the caller records whatever comes back.
+    /// Stages 2–8; the caller records whatever comes back. `args_size` is the size of the
+    /// arguments' canonical form, when admission has measured it.
     async fn stages(
         &self,
         ctx: &RunContext,
         call: &ToolCall,
         approval_token: Option<&str>,
+        args_size: Option<u64>,
     ) -> ToolResult {
         // 2. resolve
         let Some(tool) = self.registry.get(&call.name) else {
@@ -179,7 +192,7 @@ impl Runtime {
             );
         };
         // 3. validate: size cap, JSON Schema, then the exact WIT types
-        let params = match self.validate(tool, &call.arguments) {
+        let params = match self.validate(tool, &call.arguments, args_size) {
             Ok(p) => p,
             Err(message) => {
                 self.event(

@@ -9,9 +9,17 @@ use crate::registry::Tool;
 use super::{clip, Runtime, MAX_INPUT_BYTES};
 
 impl Runtime {
-    /// Stage 3: the validated parameters in WIT order, or a model-safe reason why not.
-    pub(crate) fn validate(&self, tool: &Tool, args: &Value) -> Result<Vec<Val>, String> {
-        if crate::contract::measure::json_len(args) > MAX_INPUT_BYTES as u64 {
+    /// Stage 3: the validated parameters in WIT order, or a model-safe reason why not. `size`
+    /// is the arguments' serialized size if the caller has it (admission's canonical form);
+    /// otherwise it is counted here.
+    pub(crate) fn validate(
+        &self,
+        tool: &Tool,
+        args: &Value,
+        size: Option<u64>,
+    ) -> Result<Vec<Val>, String> {
+        let size = size.unwrap_or_else(|| crate::contract::measure::json_len(args));
+        if size > MAX_INPUT_BYTES as u64 {
             return Err(format!(
                 "the arguments are larger than {MAX_INPUT_BYTES} bytes"
             ));
