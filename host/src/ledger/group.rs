@@ -167,15 +167,11 @@ impl GroupWriter {
             }
             state.busy = true;
         }
-        let applied = shared.apply(std::slice::from_ref(write));
+        let answer = shared
+            .apply(std::slice::from_ref(write))
+            .pop()
+            .unwrap_or_else(|| Err(LedgerError::Commit(MISCOUNTED.into())));
         shared.stats.inline_commits.fetch_add(1, Ordering::Relaxed);
-        let answer = match applied {
-            Ok(mut answers) if answers.len() == 1 => {
-                answers.pop().unwrap_or_else(|| Err(stopped()))
-            }
-            Ok(_) => Err(miscounted()),
-            Err(e) => Err(LedgerError::Commit(e.to_string())),
-        };
         let mut state = shared.state();
         state.busy = false;
         if !state.queue.is_empty() {
@@ -204,10 +200,11 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Apply one group on the backend and count it. A backend that panics fails the group
-    /// (and leaves the committer usable) instead of unwinding through the caller or the writer
-    /// with the `busy` flag set.
-    fn apply(&self, writes: &[Write]) -> Result<Vec<Answer>, LedgerError> {
+    /// Apply one group on the backend, count it, and return one answer per write: each
+    /// write's own, or — if the group failed as a whole — that failure for every write. A
+    /// backend that panics fails the group (and leaves the committer usable) instead of
+    /// unwinding through the caller or the writer with the `busy` flag set.
+    fn apply(&self, writes: &[Write]) -> Vec<Answer> {
         let mut backend = self.backend.lock().unwrap_or_else(|e| e.into_inner());
         let applied =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.apply(writes)))
@@ -216,7 +213,19 @@ impl Shared {
         self.stats
             .writes
             .fetch_add(writes.len() as u64, Ordering::Relaxed);
-        applied
+        let failed = |why: String| {
+            writes
+                .iter()
+                .map(|_| Err(LedgerError::Commit(why.clone())))
+                .collect()
+        };
+        match applied {
+            Ok(answers) if answers.len() == writes.len() => answers,
+            Ok(_) => failed(MISCOUNTED.into()),
+            // A group failure already said "commit failed": keep its own words.
+            Err(LedgerError::Commit(why)) => failed(why),
+            Err(e) => failed(e.to_string()),
+        }
     }
 }
 
@@ -235,9 +244,8 @@ fn stopped() -> LedgerError {
     LedgerError::Commit("the ledger's writer has stopped".into())
 }
 
-fn miscounted() -> LedgerError {
-    LedgerError::Commit("the backend answered a group with the wrong number of results".into())
-}
+/// Why every write of a group fails when the backend answered it with the wrong count.
+const MISCOUNTED: &str = "the backend answered a group with the wrong number of results";
 
 /// The writer: whenever no commit runs and writes are queued, take them (up to
 /// [`MAX_GROUP`]) as one group, apply it, answer each.
@@ -263,26 +271,11 @@ fn run(shared: &Shared) {
                 job.reply
             })
             .collect();
-        let applied = shared.apply(&writes);
+        let answers = shared.apply(&writes);
         writes.clear();
         shared.state().busy = false;
-        match applied {
-            Ok(answers) if answers.len() == replies.len() => {
-                for (reply, answer) in replies.into_iter().zip(answers) {
-                    reply.send(answer);
-                }
-            }
-            Ok(_) => {
-                for reply in replies {
-                    reply.send(Err(miscounted()));
-                }
-            }
-            Err(e) => {
-                let why = e.to_string();
-                for reply in replies {
-                    reply.send(Err(LedgerError::Commit(why.clone())));
-                }
-            }
+        for (reply, answer) in replies.into_iter().zip(answers) {
+            reply.send(answer);
         }
     }
 }

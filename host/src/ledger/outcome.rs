@@ -1,16 +1,16 @@
 //! The one terminal outcome of a call, as a row stores it: computed by the caller before it
 //! hands the write to the ledger's writer, written by the one statement that finishes the call.
 
-use rusqlite::{params, Connection};
+use rusqlite::types::Null;
+use rusqlite::{params_from_iter, Connection, ToSql};
 
 use super::admission::call_state;
 use super::audit::event_lines;
 use super::codec::to_sql_u64;
-use super::write::CallKey;
 use sha2::{Digest, Sha256};
 
 use super::LedgerError;
-use crate::contract::{Stage, ToolResult, Usage};
+use crate::contract::{Stage, ToolResult};
 
 /// Everything a terminal result stores: its JSON for replay, the output's digest and size, the
 /// summary columns and the content-free detail of its `record` event. Computed from the
@@ -19,12 +19,14 @@ use crate::contract::{Stage, ToolResult, Usage};
 pub struct Outcome {
     pub(super) call_id: String,
     result_json: String,
-    output: Option<(String, u64)>,
+    output_digest: Option<String>,
+    output_size: Option<i64>,
     status: &'static str,
     code: Option<&'static str>,
     message: String,
     diagnostic_id: Option<String>,
-    usage: Usage,
+    /// Fuel, wall milliseconds, peak memory and output bytes, as stored.
+    usage: [i64; 4],
     detail: String,
     /// When a call whose start was not committed (a `read`, see `docs/pipeline.md`) started.
     started_at_ms: Option<i64>,
@@ -47,15 +49,27 @@ impl Outcome {
             ),
             None => format!("code {}; no output", code.unwrap_or("none")),
         };
+        let u = &result.usage;
+        let (output_digest, output_size) = match output {
+            Some((digest, size)) => (Some(digest), Some(to_sql_u64(size))),
+            None => (None, None),
+        };
         Ok(Outcome {
             call_id: result.call_id.clone(),
             result_json: serde_json::to_string(result)?,
-            output,
+            output_digest,
+            output_size,
             status: result.status.as_str(),
             code,
             message: result.message.clone(),
             diagnostic_id: result.diagnostic_id.clone(),
-            usage: result.usage,
+            usage: [
+                u.fuel_consumed,
+                u.wall_ms,
+                u.memory_peak_bytes,
+                u.output_bytes,
+            ]
+            .map(to_sql_u64),
             detail,
             started_at_ms: None,
         })
@@ -66,6 +80,30 @@ impl Outcome {
     pub fn started_at(mut self, at_ms: Option<i64>) -> Outcome {
         self.started_at_ms = at_ms;
         self
+    }
+
+    /// The columns an outcome sets, bound as parameters `?1`…`?12` (status, code, message,
+    /// diagnostic_id, output_digest, output_size, fuel_consumed, wall_ms, memory_peak_bytes,
+    /// output_bytes, result_json, started_at_ms) by the statements that write it; `None` binds
+    /// them all to NULL (a call not finished). Each statement's own parameters follow from `?13`.
+    pub(super) fn columns(outcome: Option<&Outcome>) -> [&dyn ToSql; OUTCOME_COLUMNS] {
+        let Some(o) = outcome else {
+            return [&Null; OUTCOME_COLUMNS];
+        };
+        [
+            &o.status,
+            &o.code,
+            &o.message,
+            &o.diagnostic_id,
+            &o.output_digest,
+            &o.output_size,
+            &o.usage[0],
+            &o.usage[1],
+            &o.usage[2],
+            &o.usage[3],
+            &o.result_json,
+            &o.started_at_ms,
+        ]
     }
 
     /// The `record` event of this outcome, at `now`.
@@ -97,58 +135,8 @@ fn digest_json(value: &serde_json::Value) -> Result<(String, u64), LedgerError> 
     Ok((hex::encode(h.0.finalize()), h.1))
 }
 
-/// Insert a call that is admitted and finished in one write (a late admission that carries its
-/// outcome): the row is written once, already `finished`, so it never enters the index of open
-/// calls. `events` are its lines up to the outcome; the `record` line is added here. Returns
-/// its `seq`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn insert_finished(
-    conn: &Connection,
-    key: &CallKey,
-    owner: &str,
-    at_ms: i64,
-    events: &str,
-    outcome: &Outcome,
-    now: i64,
-) -> Result<i64, LedgerError> {
-    let mut lines = String::with_capacity(events.len() + 160);
-    lines.push_str(events);
-    lines.push_str(&outcome.record_line(now)?);
-    let u = &outcome.usage;
-    conn.prepare_cached(
-        "INSERT INTO calls
-           (run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms, owner, events,
-            started_at_ms, status, code, message, diagnostic_id, output_digest, output_size,
-            fuel_consumed, wall_ms, memory_peak_bytes, output_bytes, result_json,
-            finished_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'finished', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
-                 ?16, ?17, ?18, ?19, ?20, ?21)",
-    )?
-    .execute(params![
-        key.run_id,
-        key.call_id,
-        key.tool,
-        key.args_digest,
-        to_sql_u64(key.args_size),
-        at_ms,
-        owner,
-        lines,
-        outcome.started_at_ms,
-        outcome.status,
-        outcome.code,
-        outcome.message,
-        outcome.diagnostic_id,
-        outcome.output.as_ref().map(|(d, _)| d.as_str()),
-        outcome.output.as_ref().map(|(_, n)| to_sql_u64(*n)),
-        to_sql_u64(u.fuel_consumed),
-        to_sql_u64(u.wall_ms),
-        to_sql_u64(u.memory_peak_bytes),
-        to_sql_u64(u.output_bytes),
-        outcome.result_json,
-        now,
-    ])?;
-    Ok(conn.last_insert_rowid())
-}
+/// How many parameters [`Outcome::columns`] binds.
+pub(super) const OUTCOME_COLUMNS: usize = 12;
 
 /// Write the outcome of an admitted call, mark it finished and append `lines` to its events,
 /// in one statement; `AlreadyFinished` (and no change) if it has one, `UnknownCall` if it was
@@ -161,34 +149,19 @@ pub(super) fn close_call(
     now: i64,
     lines: &str,
 ) -> Result<(), LedgerError> {
-    let u = &outcome.usage;
+    let own: [&dyn ToSql; 4] = [&run_id, &call_id, &now, &lines];
     let changed = conn
         .prepare_cached(
-            "UPDATE calls SET state = 'finished', status = ?3, code = ?4, message = ?5,
-                 diagnostic_id = ?6, output_digest = ?7, output_size = ?8, fuel_consumed = ?9,
-                 wall_ms = ?10, memory_peak_bytes = ?11, output_bytes = ?12, result_json = ?13,
-                 finished_at_ms = ?14, events = events || ?15,
-                 started_at_ms = COALESCE(started_at_ms, ?16)
-             WHERE run_id = ?1 AND call_id = ?2 AND state <> 'finished'",
+            "UPDATE calls SET state = 'finished', status = ?1, code = ?2, message = ?3,
+                 diagnostic_id = ?4, output_digest = ?5, output_size = ?6, fuel_consumed = ?7,
+                 wall_ms = ?8, memory_peak_bytes = ?9, output_bytes = ?10, result_json = ?11,
+                 started_at_ms = COALESCE(started_at_ms, ?12),
+                 finished_at_ms = ?15, events = events || ?16
+             WHERE run_id = ?13 AND call_id = ?14 AND state <> 'finished'",
         )?
-        .execute(params![
-            run_id,
-            call_id,
-            outcome.status,
-            outcome.code,
-            outcome.message,
-            outcome.diagnostic_id,
-            outcome.output.as_ref().map(|(d, _)| d.as_str()),
-            outcome.output.as_ref().map(|(_, n)| to_sql_u64(*n)),
-            to_sql_u64(u.fuel_consumed),
-            to_sql_u64(u.wall_ms),
-            to_sql_u64(u.memory_peak_bytes),
-            to_sql_u64(u.output_bytes),
-            outcome.result_json,
-            now,
-            lines,
-            outcome.started_at_ms,
-        ])?;
+        .execute(params_from_iter(
+            Outcome::columns(Some(outcome)).into_iter().chain(own),
+        ))?;
     if changed == 1 {
         return Ok(());
     }

@@ -2,7 +2,7 @@
 //! transaction, each write inside a savepoint of its own so that one write's failure rolls
 //! back that write alone.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, ToSql};
 
 use super::admission::call_state;
 use super::audit::{
@@ -10,7 +10,7 @@ use super::audit::{
 };
 use super::codec::{decode_result, to_sql_u64};
 use super::error::check_key;
-use super::outcome::{close_call, insert_finished, Outcome};
+use super::outcome::{close_call, Outcome};
 use super::write::{Applied, Backend, CallKey, Write};
 use super::{now_ms, Admission, LedgerError};
 use crate::contract::{Decision, Stage};
@@ -106,7 +106,7 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
         Write::Admit(key) => {
             let admission = match existing(conn, &key.run_id, &key.call_id)? {
                 None => Admission::New {
-                    seq: insert(conn, owner, key, now, &[], None)?,
+                    seq: insert(conn, owner, key, now, &[], None, None)?,
                 },
                 Some(found) => decide(conn, key, found, now)?,
             };
@@ -125,23 +125,24 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
             if let Some(found) = existing(conn, &key.run_id, &key.call_id)? {
                 return Ok(Applied::Admission(decide(conn, key, found, now)?));
             }
-            let seq = match finished {
-                Some(outcome) => {
-                    check_key(&key.run_id, &key.call_id, &key.tool)?;
-                    let lines = admission_lines(key, *at_ms, events)?;
-                    let seq = insert_finished(conn, key, owner, *at_ms, &lines, outcome, now)?;
-                    insert_content(conn, key, *at_ms, content.as_deref())?;
-                    seq
-                }
-                None => {
-                    let seq = insert(conn, owner, key, *at_ms, events, content.as_deref())?;
-                    conn.prepare_cached(
-                        "UPDATE calls SET state = 'started', started_at_ms = ?2 WHERE seq = ?1",
-                    )?
-                    .execute(params![seq, now])?;
-                    seq
-                }
-            };
+            // A call that carries its outcome is inserted finished: one row write, and it
+            // never enters the index of open calls.
+            let finished = finished.as_ref().map(|outcome| (outcome, now));
+            let seq = insert(
+                conn,
+                owner,
+                key,
+                *at_ms,
+                events,
+                content.as_deref(),
+                finished,
+            )?;
+            if finished.is_none() {
+                conn.prepare_cached(
+                    "UPDATE calls SET state = 'started', started_at_ms = ?2 WHERE seq = ?1",
+                )?
+                .execute(params![seq, now])?;
+            }
             note_approval_requests(conn, &key.run_id, &key.call_id, events)?;
             Ok(Applied::Admission(Admission::New { seq }))
         }
@@ -228,8 +229,9 @@ fn admission_lines(
     Ok(lines)
 }
 
-/// Insert a new call `admitted` with its `admit` event and `events`, and its content if
-/// given; returns its `seq`.
+/// Insert a new call with its `admit` event and `events`, and its content if given: `admitted`,
+/// or — given its outcome and the time it is recorded — already `finished`, with the `record`
+/// event. Returns its `seq`.
 fn insert(
     conn: &Connection,
     owner: &str,
@@ -237,25 +239,47 @@ fn insert(
     at_ms: i64,
     events: &[PendingEvent],
     content: Option<&str>,
+    finished: Option<(&Outcome, i64)>,
 ) -> Result<i64, LedgerError> {
     check_key(&key.run_id, &key.call_id, &key.tool)?;
-    let lines = admission_lines(key, at_ms, events)?;
+    let mut lines = admission_lines(key, at_ms, events)?;
+    if let Some((outcome, now)) = finished {
+        lines.push_str(&outcome.record_line(now)?);
+    }
+    let state = if finished.is_some() {
+        "finished"
+    } else {
+        "admitted"
+    };
+    let finished_at_ms = finished.map(|(_, now)| now);
+    let args_size = to_sql_u64(key.args_size);
+    let own: [&dyn ToSql; 10] = [
+        &key.run_id,
+        &key.call_id,
+        &key.tool,
+        &key.args_digest,
+        &args_size,
+        &state,
+        &at_ms,
+        &owner,
+        &lines,
+        &finished_at_ms,
+    ];
+    // ?1…?12 are the outcome's columns (`Outcome::columns`), NULL for a call not finished.
     conn.prepare_cached(
         "INSERT INTO calls
-           (run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms, owner,
-            events)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'admitted', ?6, ?7, ?8)",
+           (status, code, message, diagnostic_id, output_digest, output_size, fuel_consumed,
+            wall_ms, memory_peak_bytes, output_bytes, result_json, started_at_ms,
+            run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms, owner, events,
+            finished_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+                 ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
     )?
-    .execute(params![
-        key.run_id,
-        key.call_id,
-        key.tool,
-        key.args_digest,
-        to_sql_u64(key.args_size),
-        at_ms,
-        owner,
-        lines,
-    ])?;
+    .execute(params_from_iter(
+        Outcome::columns(finished.map(|(outcome, _)| outcome))
+            .into_iter()
+            .chain(own),
+    ))?;
     let seq = conn.last_insert_rowid();
     insert_content(conn, key, at_ms, content)?;
     Ok(seq)
