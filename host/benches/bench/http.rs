@@ -13,13 +13,12 @@ use tokio::process::Command;
 
 use crate::stats::{micros, Figure};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_toolhost");
 /// The longest one answer may take.
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Sequential `tools/call add` over HTTP, one connection kept alive; per-request latency.
 pub async fn mcp_http_sequential(config: &Path, calls: usize) -> Figure {
-    let mut child = Command::new(BINARY)
+    let mut child = Command::new(crate::procs::binary())
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(config)
         .stdin(Stdio::null())

@@ -13,10 +13,16 @@ use crate::stats::{micros, Figure};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_toolhost");
 
+/// The `toolhost` the MCP figures start: this build's, or `TOOLHOST_BENCH_BINARY` (another
+/// build's, for a paired comparison in one run).
+pub fn binary() -> String {
+    std::env::var("TOOLHOST_BENCH_BINARY").unwrap_or_else(|_| BINARY.to_string())
+}
+
 /// `tools/call add` round trips through `toolhost serve` on stdio: sequential, then with
 /// `in_flight` requests outstanding. Returns (sequential, concurrent) per-request latency.
 pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure, Figure) {
-    let mut child = Command::new(BINARY)
+    let mut child = Command::new(binary())
         .args(["serve", "--config"])
         .arg(config)
         .stdin(Stdio::piped())
