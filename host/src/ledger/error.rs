@@ -10,6 +10,10 @@ pub enum LedgerError {
     #[error("ledger database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
 
+    /// The PostgreSQL server refused a statement or could not be reached.
+    #[error("ledger server error: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+
     /// The ledger's directory could not be created.
     #[error("ledger directory: {0}")]
     Io(#[from] std::io::Error),

@@ -80,6 +80,8 @@ struct Shared {
     /// Wakes the writer thread: a write was queued, a commit ended, or the ledger is closing.
     wake: Condvar,
     backend: Mutex<Box<dyn Backend>>,
+    /// The backend may commit on a caller's thread ([`Backend::commits_anywhere`]).
+    inline_ok: bool,
     stats: GroupStats,
 }
 
@@ -100,10 +102,12 @@ pub(crate) struct GroupWriter {
 impl GroupWriter {
     /// Start the writer over `backend`.
     pub(crate) fn start(backend: Box<dyn Backend>) -> Result<GroupWriter, LedgerError> {
+        let inline_ok = backend.commits_anywhere();
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             backend: Mutex::new(backend),
+            inline_ok,
             stats: GroupStats::default(),
         });
         let writer = shared.clone();
@@ -160,6 +164,9 @@ impl GroupWriter {
     /// otherwise: queue it).
     fn try_inline(&self, write: &Write) -> Option<Answer> {
         let shared = &self.shared;
+        if !shared.inline_ok {
+            return None;
+        }
         {
             let mut state = shared.state();
             if state.busy || !state.queue.is_empty() || state.closing {

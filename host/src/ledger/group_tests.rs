@@ -293,3 +293,58 @@ async fn a_panicking_backend_fails_its_group_and_the_ledger_goes_on() {
         );
     }
 }
+
+/// A backend that may not commit on a caller's thread (PostgreSQL's drives its own runtime)
+/// never does, even for a caller allowed to commit inline on an idle ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_bound_to_the_writer_never_commits_inline() {
+    struct WriterOnly {
+        inner: SqliteBackend,
+        threads: Arc<Mutex<Vec<Option<String>>>>,
+    }
+    impl Backend for WriterOnly {
+        fn apply(
+            &mut self,
+            writes: &[Write],
+        ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
+            let name = std::thread::current().name().map(str::to_owned);
+            self.threads.lock().unwrap().push(name);
+            self.inner.apply(writes)
+        }
+        fn commits_anywhere(&self) -> bool {
+            false
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let t = threads.clone();
+    let ledger = Ledger::open_with(
+        &dir.path().join("ledger.db"),
+        LedgerOptions::default(),
+        move |inner| Box::new(WriterOnly { inner, threads: t }),
+    )
+    .unwrap();
+    for i in 0..3 {
+        let call = format!("c{i}");
+        ledger
+            .commit(Write::Admit(key(&call)), Inline::Allowed)
+            .await
+            .unwrap();
+        ledger.commit(finish(&call), Inline::Allowed).await.unwrap();
+    }
+    assert_eq!(
+        ledger
+            .group_stats()
+            .inline_commits
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    let threads = threads.lock().unwrap();
+    assert_eq!(threads.len(), 6);
+    assert!(
+        threads
+            .iter()
+            .all(|n| n.as_deref() == Some("toolhost-ledger")),
+        "{threads:?}"
+    );
+}

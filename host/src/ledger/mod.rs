@@ -67,6 +67,7 @@ mod error;
 mod group;
 mod lease;
 mod outcome;
+pub mod postgres;
 mod recovery;
 mod schema;
 mod sqlite;

@@ -117,6 +117,38 @@ impl Outcome {
     }
 }
 
+/// An outcome's stored columns, by reference, for a backend that binds them its own way
+/// (PostgreSQL, `postgres/backend.rs`).
+pub(super) struct Stored<'a> {
+    pub(in crate::ledger) status: &'a str,
+    pub(in crate::ledger) code: Option<&'a str>,
+    pub(in crate::ledger) message: &'a str,
+    pub(in crate::ledger) diagnostic_id: Option<&'a str>,
+    pub(in crate::ledger) output_digest: Option<&'a str>,
+    pub(in crate::ledger) output_size: Option<i64>,
+    /// Fuel, wall milliseconds, peak memory and output bytes.
+    pub(in crate::ledger) usage: [i64; 4],
+    pub(in crate::ledger) result_json: &'a str,
+    pub(in crate::ledger) started_at_ms: Option<i64>,
+}
+
+impl Outcome {
+    /// The columns [`Outcome::columns`] binds, as values.
+    pub(super) fn stored(&self) -> Stored<'_> {
+        Stored {
+            status: self.status,
+            code: self.code,
+            message: &self.message,
+            diagnostic_id: self.diagnostic_id.as_deref(),
+            output_digest: self.output_digest.as_deref(),
+            output_size: self.output_size,
+            usage: self.usage,
+            result_json: &self.result_json,
+            started_at_ms: self.started_at_ms,
+        }
+    }
+}
+
 /// The SHA-256 (lowercase hex) and length of `value` as compact JSON.
 fn digest_json(value: &serde_json::Value) -> Result<(String, u64), LedgerError> {
     struct Hashing(Sha256, u64);

@@ -77,4 +77,12 @@ pub trait Backend: Send + 'static {
     /// group is committed, and every write in it fails.
     fn apply(&mut self, writes: &[Write])
         -> Result<Vec<Result<Applied, LedgerError>>, LedgerError>;
+
+    /// Whether [`Backend::apply`] may run on any thread, an async worker's included (a caller
+    /// that finds the ledger idle commits inline, `group.rs`). `false` keeps every commit on
+    /// the writer's own thread: a backend that drives its own async runtime cannot block on
+    /// it from inside another.
+    fn commits_anywhere(&self) -> bool {
+        true
+    }
 }

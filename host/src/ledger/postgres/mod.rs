@@ -1,0 +1,112 @@
+//! The server backend: the ledger in PostgreSQL, shared by every host that points at it.
+//!
+//! This is the first part of running many hosts on one ledger (`docs/ledger-postgres.md`):
+//! the schema and its versioned migrations ([`schema`]), and the call path's writes behind the
+//! same [`Backend`](super::Backend) interface as SQLite ([`PgBackend`]), with the same
+//! admission rule — one `(run, call id)` is admitted once, whichever connection sees it first,
+//! because the unique key decides (`INSERT … ON CONFLICT DO NOTHING` waits for a concurrent
+//! admission of the same key to commit or roll back).
+//!
+//! # Layout
+//! - [`PgConfig`]: where the database is; the password comes from an environment variable the
+//!   config names, never from the config itself.
+//! - `schema.rs`: migrations, applied under an advisory lock so hosts starting together do not
+//!   race.
+//! - `backend.rs`: [`PgBackend`], a group per transaction, a savepoint per write.
+
+mod backend;
+mod schema;
+
+#[cfg(test)]
+mod tests;
+
+pub use backend::PgBackend;
+pub use schema::{migrate, SCHEMA_VERSION};
+
+use tokio_postgres::{Client, NoTls};
+
+use super::LedgerError;
+
+/// Where the PostgreSQL ledger is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgConfig {
+    /// `postgres://user@host:port/database` (or the key-value form). A password written here
+    /// is refused: it would sit in a config file.
+    pub url: String,
+    /// The environment variable that holds the password, if the server wants one.
+    pub password_env: Option<String>,
+    /// The schema the ledger's tables live in (`toolhost` by default); tests use one each.
+    pub schema: String,
+}
+
+impl PgConfig {
+    /// The connection settings: the URL, the password from its variable, and a bound on how
+    /// long connecting may take.
+    fn settings(&self) -> Result<tokio_postgres::Config, LedgerError> {
+        let mut config: tokio_postgres::Config = self
+            .url
+            .parse()
+            .map_err(|e| LedgerError::Unsupported(format!("ledger url: {e}")))?;
+        if config.get_password().is_some() {
+            return Err(LedgerError::Unsupported(
+                "the ledger url carries a password; put it in an environment variable and name \
+                 that variable in `[ledger] password_env`"
+                    .into(),
+            ));
+        }
+        if let Some(var) = &self.password_env {
+            let password = std::env::var(var).map_err(|_| {
+                LedgerError::Unsupported(format!(
+                    "`[ledger] password_env` names {var}, which is not set"
+                ))
+            })?;
+            config.password(password);
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("toolhost");
+        Ok(config)
+    }
+
+    /// One connection, its driver spawned on the current tokio runtime, with the ledger's
+    /// schema first on its search path.
+    pub async fn connect(&self) -> Result<Client, LedgerError> {
+        check_schema_name(&self.schema)?;
+        let (client, connection) = self.settings()?.connect(NoTls).await?;
+        tokio::spawn(async move {
+            // Ends when the client is dropped or the server goes away; every pending query
+            // then fails with the connection's error, which is what callers see.
+            let _ = connection.await;
+        });
+        client
+            .batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS {0}; SET search_path TO {0}",
+                self.schema
+            ))
+            .await?;
+        Ok(client)
+    }
+}
+
+/// How long connecting to the server may take before the ledger reports it unreachable.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A schema name is spliced into SQL (`SET search_path` takes no parameters): lowercase
+/// letters, digits and `_`, starting with a letter, at most 63 bytes (PostgreSQL's limit).
+fn check_schema_name(name: &str) -> Result<(), LedgerError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(LedgerError::Unsupported(format!(
+            "ledger schema {name:?}: use lowercase letters, digits and _, starting with a letter \
+             (at most 63)"
+        )))
+    }
+}

@@ -1,0 +1,262 @@
+//! The PostgreSQL backend against a real server. Each test works in a schema of its own
+//! (dropped at the end), so tests run in parallel. They are ignored unless run with
+//! `--ignored` (`just test` does when `TOOLHOST_TEST_POSTGRES_URL` is set; `.ci/run` sets it),
+//! and then they fail — not skip — when the server cannot be reached.
+
+use std::sync::{Arc, Barrier};
+
+use super::*;
+use crate::contract::{Status, ToolResult};
+use crate::ledger::{Admission, Applied, Backend, CallKey, LedgerError, Outcome, Write};
+
+const NEEDS_SERVER: &str = "set TOOLHOST_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test) and run with --ignored";
+
+/// A schema of the test's own on the test server, dropped when the test ends.
+struct TestSchema {
+    config: PgConfig,
+}
+
+impl TestSchema {
+    fn new() -> TestSchema {
+        let url = std::env::var("TOOLHOST_TEST_POSTGRES_URL").expect(NEEDS_SERVER);
+        let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+        TestSchema {
+            config: PgConfig {
+                url,
+                password_env: None,
+                schema,
+            },
+        }
+    }
+
+    /// A backend on its own connection, as one host would have.
+    fn host(&self, owner: &str) -> PgBackend {
+        PgBackend::connect(&self.config, owner.into()).expect("the test server answers")
+    }
+
+    /// Run `sql` on a fresh connection and return the first column of each row, as text.
+    fn query(&self, sql: &str) -> Vec<String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let client = self.config.connect().await.unwrap();
+            client
+                .simple_query(sql)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => {
+                        Some(r.get(0).unwrap_or("NULL").to_owned())
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        let schema = self.config.schema.clone();
+        let _ = std::panic::catch_unwind(|| self.query(&format!("DROP SCHEMA {schema} CASCADE")));
+    }
+}
+
+fn key(call_id: &str) -> CallKey {
+    CallKey {
+        run_id: "run".into(),
+        call_id: call_id.into(),
+        tool: "add".into(),
+        args_digest: "d1".into(),
+        args_size: 7,
+    }
+}
+
+fn outcome(call_id: &str) -> Outcome {
+    let result = ToolResult {
+        call_id: call_id.into(),
+        tool: "add".into(),
+        status: Status::Completed,
+        code: None,
+        output: Some(serde_json::json!({"sum": 3})),
+        message: "ok".into(),
+        diagnostic_id: None,
+        approval: None,
+        usage: Default::default(),
+    };
+    Outcome::of(&result).unwrap()
+}
+
+fn one(backend: &mut PgBackend, write: Write) -> Result<Applied, LedgerError> {
+    backend.apply(&[write]).unwrap().pop().unwrap()
+}
+
+/// Three hosts (three connections) admit the same `(run, call id)` at the same moment:
+/// exactly one admits it; the others learn it is in flight, and once it has its outcome all
+/// three get the recorded result.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_one_call_is_admitted_once_across_hosts() {
+    let db = TestSchema::new();
+    let hosts: Vec<PgBackend> = (0..3).map(|i| db.host(&format!("host{i}"))).collect();
+    let start = Arc::new(Barrier::new(3));
+    let answers: Vec<(PgBackend, Admission)> = std::thread::scope(|s| {
+        let running: Vec<_> = hosts
+            .into_iter()
+            .map(|mut h| {
+                let start = start.clone();
+                s.spawn(move || {
+                    start.wait();
+                    let a = one(&mut h, Write::Admit(key("c1"))).unwrap();
+                    let Applied::Admission(a) = a else {
+                        panic!("{a:?}")
+                    };
+                    (h, a)
+                })
+            })
+            .collect();
+        running.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let new = answers
+        .iter()
+        .filter(|(_, a)| matches!(a, Admission::New { .. }))
+        .count();
+    let in_flight = answers
+        .iter()
+        .filter(|(_, a)| *a == Admission::InFlight)
+        .count();
+    assert_eq!(
+        (new, in_flight),
+        (1, 2),
+        "{answers:?}",
+        answers = answers.iter().map(|(_, a)| a).collect::<Vec<_>>()
+    );
+    assert_eq!(db.query("SELECT count(*) FROM calls"), ["1"]);
+    let mut hosts: Vec<PgBackend> = answers.into_iter().map(|(h, _)| h).collect();
+    let finish = Write::Finish {
+        run_id: "run".into(),
+        call_id: "c1".into(),
+        outcome: outcome("c1"),
+        events: vec![],
+    };
+    assert_eq!(one(&mut hosts[1], finish.clone()).unwrap(), Applied::Done);
+    assert!(matches!(
+        one(&mut hosts[2], finish),
+        Err(LedgerError::AlreadyFinished { .. })
+    ));
+    for h in &mut hosts {
+        match one(h, Write::Admit(key("c1"))).unwrap() {
+            Applied::Admission(Admission::Replay(r)) => {
+                assert_eq!(r.output, Some(serde_json::json!({"sum": 3})))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Other arguments under the same id: a conflict, the original unchanged.
+    let mut other = key("c1");
+    other.args_digest = "d2".into();
+    assert_eq!(
+        one(&mut hosts[0], Write::Admit(other)).unwrap(),
+        Applied::Admission(Admission::Conflict)
+    );
+    assert_eq!(
+        db.query("SELECT state || ' ' || args_digest FROM calls"),
+        ["finished d1"]
+    );
+}
+
+/// In one group, a write that fails changes nothing and the others are committed.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_failing_write_fails_alone_in_its_group() {
+    let db = TestSchema::new();
+    let mut h = db.host("host");
+    let answers = h
+        .apply(&[
+            Write::Admit(key("a")),
+            Write::Finish {
+                run_id: "run".into(),
+                call_id: "never-admitted".into(),
+                outcome: outcome("never-admitted"),
+                events: vec![],
+            },
+            Write::AdmitLate {
+                key: key("b"),
+                at_ms: 1,
+                events: vec![],
+                content: None,
+                finished: Some(outcome("b")),
+            },
+        ])
+        .unwrap();
+    assert!(matches!(
+        answers[0],
+        Ok(Applied::Admission(Admission::New { .. }))
+    ));
+    assert!(matches!(answers[1], Err(LedgerError::UnknownCall { .. })));
+    assert!(matches!(
+        answers[2],
+        Ok(Applied::Admission(Admission::New { .. }))
+    ));
+    assert_eq!(
+        db.query("SELECT call_id || ' ' || state FROM calls ORDER BY seq"),
+        ["a admitted", "b finished"]
+    );
+}
+
+/// Migration is idempotent, and a schema newer than this build is refused.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_migration_runs_once_and_refuses_a_newer_schema() {
+    let db = TestSchema::new();
+    drop(db.host("first"));
+    drop(db.host("second"));
+    assert_eq!(db.query("SELECT version FROM ledger_version"), ["1"]);
+    db.query("UPDATE ledger_version SET version = 99");
+    match PgBackend::connect(&db.config, "late".into()) {
+        Err(LedgerError::SchemaTooNew { found: 99, .. }) => {}
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
+/// A password in the url is refused (it belongs in the variable `password_env` names), and so
+/// is a variable that is not set, and a schema name that is not a plain identifier — all
+/// before any connection is made.
+#[test]
+fn pg_settings_refuse_what_must_not_be_in_a_config() {
+    let config = |url: &str, env: Option<&str>, schema: &str| PgConfig {
+        url: url.into(),
+        password_env: env.map(Into::into),
+        schema: schema.into(),
+    };
+    let err = config("postgres://u:secret@127.0.0.1/db", None, "toolhost")
+        .settings()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("password_env") && !err.contains("secret"),
+        "{err}"
+    );
+    let err = config(
+        "postgres://u@127.0.0.1/db",
+        Some("TOOLHOST_TEST_UNSET_VAR"),
+        "toolhost",
+    )
+    .settings()
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("TOOLHOST_TEST_UNSET_VAR"), "{err}");
+    for bad in [
+        "",
+        "Toolhost",
+        "a; DROP TABLE calls",
+        "1abc",
+        &"a".repeat(64),
+    ] {
+        assert!(check_schema_name(bad).is_err(), "{bad:?}");
+    }
+    assert!(check_schema_name("toolhost_2").is_ok());
+}
