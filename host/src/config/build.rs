@@ -10,7 +10,6 @@
 use std::path::PathBuf;
 
 use super::{Config, ConfigError};
-use crate::ledger::Ledger;
 use crate::policy::Policy;
 use crate::registry::grants::real_path;
 use crate::registry::{LoadSpec, Registry, RegistryError};
@@ -88,7 +87,7 @@ impl Runtime {
         let data = config.data_dir();
         // Side effects from here on.
         registry.save_cache();
-        let ledger = Ledger::open(&data.join("ledger.sqlite"), config.ledger.options())?;
+        let ledger = config.ledger.open(&data)?;
         ledger.recover()?;
         let (approval_key, approval_ttl) =
             crate::policy::load_approval_key(config.policy.as_ref(), &config.base_dir, &data)?;

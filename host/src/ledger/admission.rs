@@ -13,7 +13,7 @@ use super::codec::decode_result;
 use super::group::{GroupStats, Inline};
 use super::outcome::Outcome;
 use super::write::{Applied, CallKey, Write};
-use super::{Ledger, LedgerError};
+use super::{Conn, Ledger, LedgerError};
 use crate::contract::ToolResult;
 
 /// The model-safe message of a call that recovery closed.
@@ -78,7 +78,10 @@ impl Ledger {
     /// Whether `(run_id, call_id)` was admitted. Read-only: the runtime asks before it admits a
     /// call late (see [`Ledger::admit_started`]).
     pub fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {
-        let conn = self.conn();
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.is_admitted(run_id, call_id),
+        };
         Ok(call_state(&conn, run_id, call_id)?.is_some())
     }
 
@@ -153,7 +156,10 @@ impl Ledger {
     /// [`Admission::InFlight`] can poll this for the original's outcome without appending
     /// audit events. `UnknownCall` if the call was never admitted.
     pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
-        let conn = self.conn();
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.outcome(run_id, call_id),
+        };
         let row: Option<Option<String>> = conn
             .prepare_cached("SELECT result_json FROM calls WHERE run_id = ?1 AND call_id = ?2")?
             .query_row(params![run_id, call_id], |row| row.get(0))

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::codec::{from_sql_u64, parse_code, parse_name, to_sql_u64};
 use super::error::check_key;
-use super::{now_ms, Ledger, LedgerError};
+use super::{now_ms, Conn, Ledger, LedgerError};
 use crate::contract::Stage;
 use crate::contract::{Code, Status, Usage};
 
@@ -255,7 +255,10 @@ impl Ledger {
             return Ok(false);
         }
         let json = serde_json::to_string(arguments)?;
-        let conn = self.conn();
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.record_content(run_id, call_id, json),
+        };
         let n = conn
             .prepare_cached(
                 "INSERT INTO call_content (run_id, call_id, arguments_json, recorded_at_ms)
@@ -277,7 +280,10 @@ impl Ledger {
         size: u64,
     ) -> Result<(), LedgerError> {
         check_key(run_id, "", "")?;
-        let conn = self.conn();
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.transcript(run_id, step, kind, digest, size),
+        };
         conn.prepare_cached(
             "INSERT INTO transcript (run_id, step, kind, digest, size, at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -295,7 +301,10 @@ impl Ledger {
 
     /// The transcript of a run, by step and then append order.
     pub fn transcript_entries(&self, run_id: &str) -> Result<Vec<TranscriptEntry>, LedgerError> {
-        let conn = self.conn();
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.transcript_entries(run_id),
+        };
         let mut stmt = conn.prepare_cached(
             "SELECT run_id, step, kind, digest, size, at_ms FROM transcript
              WHERE run_id = ?1 ORDER BY step, id",
@@ -328,7 +337,10 @@ impl Ledger {
     /// The first call that asked a human to approve `digest` (its `approve` stage decided
     /// `approval_required` with that digest), as `(run_id, call_id)`.
     pub fn approval_request(&self, digest: &str) -> Result<Option<(String, String)>, LedgerError> {
-        let conn = self.conn();
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.approval_request(digest),
+        };
         let found = conn
             .prepare_cached("SELECT run_id, call_id FROM approval_requests WHERE digest = ?1")?
             .query_row([digest], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -339,7 +351,10 @@ impl Ledger {
     /// Every call (of one run, or of all), in admission order, each with its events in order.
     pub fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
         // One statement: one snapshot, so every call comes with exactly its events.
-        let conn = self.conn();
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.calls(run),
+        };
         let filter = if run.is_some() {
             "WHERE c.run_id = ?1"
         } else {
@@ -347,11 +362,7 @@ impl Ledger {
         };
 
         let sql = format!(
-            "SELECT c.seq, c.run_id, c.call_id, c.tool, c.state, c.args_digest, c.args_size,
-                    c.admitted_at_ms, c.started_at_ms,
-                    c.status, c.code, c.message, c.diagnostic_id, c.output_digest, c.output_size,
-                    c.fuel_consumed, c.wall_ms, c.memory_peak_bytes, c.output_bytes,
-                    c.finished_at_ms, cc.arguments_json, c.events
+            "SELECT {CALL_COLUMNS}
              FROM calls c
              LEFT JOIN call_content cc ON cc.run_id = c.run_id AND cc.call_id = c.call_id
              {filter} ORDER BY c.seq"
@@ -366,52 +377,114 @@ impl Ledger {
     }
 }
 
+/// The columns of the call listing, for `FROM calls c LEFT JOIN call_content cc` (the same in
+/// both backends; [`RawCall`] takes them in this order).
+pub(crate) const CALL_COLUMNS: &str =
+    "c.seq, c.run_id, c.call_id, c.tool, c.state, c.args_digest, c.args_size,
+     c.admitted_at_ms, c.started_at_ms,
+     c.status, c.code, c.message, c.diagnostic_id, c.output_digest, c.output_size,
+     c.fuel_consumed, c.wall_ms, c.memory_peak_bytes, c.output_bytes,
+     c.finished_at_ms, cc.arguments_json, c.events";
+
+/// One row of the call listing ([`CALL_COLUMNS`]) as stored, whichever backend read it.
+pub(crate) struct RawCall {
+    pub(crate) seq: i64,
+    pub(crate) run_id: String,
+    pub(crate) call_id: String,
+    pub(crate) tool: String,
+    pub(crate) state: String,
+    pub(crate) args_digest: String,
+    pub(crate) args_size: i64,
+    pub(crate) admitted_at_ms: i64,
+    pub(crate) started_at_ms: Option<i64>,
+    pub(crate) status: Option<String>,
+    pub(crate) code: Option<String>,
+    pub(crate) message: Option<String>,
+    pub(crate) diagnostic_id: Option<String>,
+    pub(crate) output_digest: Option<String>,
+    pub(crate) output_size: Option<i64>,
+    /// Fuel, wall milliseconds, peak memory, output bytes.
+    pub(crate) usage: [Option<i64>; 4],
+    pub(crate) finished_at_ms: Option<i64>,
+    pub(crate) arguments: Option<String>,
+    pub(crate) events: String,
+}
+
+impl RawCall {
+    /// The record, every stored name and number checked.
+    pub(crate) fn into_record(self) -> Result<CallRecord, LedgerError> {
+        let usage = match self.status {
+            Some(_) => {
+                let [fuel, wall, memory, output] = self.usage;
+                let n = |what: &str, v: Option<i64>| from_sql_u64(what, v.unwrap_or_default());
+                Some(Usage {
+                    fuel_consumed: n("fuel", fuel)?,
+                    wall_ms: n("wall_ms", wall)?,
+                    memory_peak_bytes: n("memory peak", memory)?,
+                    output_bytes: n("output bytes", output)?,
+                })
+            }
+            None => None,
+        };
+        Ok(CallRecord {
+            seq: self.seq,
+            run_id: self.run_id,
+            call_id: self.call_id,
+            tool: self.tool,
+            state: parse_name("call state", &self.state)?,
+            status: self
+                .status
+                .as_deref()
+                .map(|s| parse_name("status", s))
+                .transpose()?,
+            code: parse_code(self.code.as_deref())?,
+            message: self.message,
+            diagnostic_id: self.diagnostic_id,
+            args_digest: self.args_digest,
+            args_size: from_sql_u64("args size", self.args_size)?,
+            output_digest: self.output_digest,
+            output_size: self
+                .output_size
+                .map(|n| from_sql_u64("output size", n))
+                .transpose()?,
+            usage,
+            admitted_at_ms: self.admitted_at_ms,
+            started_at_ms: self.started_at_ms,
+            finished_at_ms: self.finished_at_ms,
+            arguments: self
+                .arguments
+                .map(|a| {
+                    serde_json::from_str(&a)
+                        .map_err(|e| LedgerError::Corrupt(format!("stored arguments: {e}")))
+                })
+                .transpose()?,
+            events: parse_events(&self.events)?,
+        })
+    }
+}
+
 /// One row of the call listing query (see [`Ledger::calls`]).
 fn call_record(row: &Row<'_>) -> Result<CallRecord, LedgerError> {
-    let state: String = row.get(4)?;
-    let status: Option<String> = row.get(9)?;
-    let code: Option<String> = row.get(10)?;
-    let output_size: Option<i64> = row.get(14)?;
-    let usage = match status {
-        Some(_) => Some(Usage {
-            fuel_consumed: from_sql_u64("fuel", row.get(15)?)?,
-            wall_ms: from_sql_u64("wall_ms", row.get(16)?)?,
-            memory_peak_bytes: from_sql_u64("memory peak", row.get(17)?)?,
-            output_bytes: from_sql_u64("output bytes", row.get(18)?)?,
-        }),
-        None => None,
-    };
-    let arguments: Option<String> = row.get(20)?;
-    let events: String = row.get(21)?;
-    Ok(CallRecord {
+    RawCall {
         seq: row.get(0)?,
         run_id: row.get(1)?,
         call_id: row.get(2)?,
         tool: row.get(3)?,
-        state: parse_name("call state", &state)?,
-        status: status
-            .as_deref()
-            .map(|s| parse_name("status", s))
-            .transpose()?,
-        code: parse_code(code.as_deref())?,
-        message: row.get(11)?,
-        diagnostic_id: row.get(12)?,
+        state: row.get(4)?,
         args_digest: row.get(5)?,
-        args_size: from_sql_u64("args size", row.get(6)?)?,
-        output_digest: row.get(13)?,
-        output_size: output_size
-            .map(|n| from_sql_u64("output size", n))
-            .transpose()?,
-        usage,
+        args_size: row.get(6)?,
         admitted_at_ms: row.get(7)?,
         started_at_ms: row.get(8)?,
+        status: row.get(9)?,
+        code: row.get(10)?,
+        message: row.get(11)?,
+        diagnostic_id: row.get(12)?,
+        output_digest: row.get(13)?,
+        output_size: row.get(14)?,
+        usage: [row.get(15)?, row.get(16)?, row.get(17)?, row.get(18)?],
         finished_at_ms: row.get(19)?,
-        arguments: arguments
-            .map(|a| {
-                serde_json::from_str(&a)
-                    .map_err(|e| LedgerError::Corrupt(format!("stored arguments: {e}")))
-            })
-            .transpose()?,
-        events: parse_events(&events)?,
-    })
+        arguments: row.get(20)?,
+        events: row.get(21)?,
+    }
+    .into_record()
 }

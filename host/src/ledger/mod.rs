@@ -115,23 +115,40 @@ pub struct LedgerOptions {
     pub record_content: bool,
 }
 
-/// The durable ledger over one SQLite file. See the module docs.
+/// The durable ledger: one SQLite file, or a PostgreSQL database shared by several hosts. See
+/// the module docs.
 pub struct Ledger {
     /// Reads, and the writes outside the call path (recovery, tokens, transcripts, content).
-    conn: Mutex<Connection>,
+    store: Store,
     /// The call path's writes, committed in groups on the writer's own connection.
     writer: group::GroupWriter,
     options: LedgerOptions,
-    path: PathBuf,
-    lease: lease::Lease,
+}
+
+/// Where the reads and the rare writes go.
+pub(crate) enum Store {
+    Sqlite {
+        conn: Mutex<Connection>,
+        path: PathBuf,
+        lease: lease::Lease,
+    },
+    Postgres(postgres::PgStore),
+}
+
+/// The store a method works on: SQLite's connection, held, or the PostgreSQL store.
+enum Conn<'a> {
+    Sqlite(MutexGuard<'a, Connection>),
+    Postgres(&'a postgres::PgStore),
 }
 
 impl std::fmt::Debug for Ledger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ledger")
-            .field("path", &self.path)
-            .field("options", &self.options)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("Ledger");
+        match &self.store {
+            Store::Sqlite { path, .. } => d.field("path", path),
+            Store::Postgres(pg) => d.field("postgres_owner", &pg.owner()),
+        };
+        d.field("options", &self.options).finish_non_exhaustive()
     }
 }
 
@@ -166,11 +183,32 @@ impl Ledger {
         let backend = SqliteBackend::new(writer_conn, lease.owner().to_owned());
         let writer = group::GroupWriter::start(wrap(backend))?;
         Ok(Ledger {
-            conn: Mutex::new(conn),
+            store: Store::Sqlite {
+                conn: Mutex::new(conn),
+                path: path.to_path_buf(),
+                lease,
+            },
             writer,
             options,
-            path: path.to_path_buf(),
-            lease,
+        })
+    }
+
+    /// Open the PostgreSQL ledger `config` names (migrating its schema under a lock) and take
+    /// this host's lease, renewed every third of `lease`; when it lapses, other hosts close
+    /// this host's open calls as `outcome_unknown`.
+    pub fn open_postgres(
+        config: &postgres::PgConfig,
+        lease: Duration,
+        options: LedgerOptions,
+    ) -> Result<Ledger, LedgerError> {
+        let owner = uuid::Uuid::new_v4().simple().to_string();
+        let store = postgres::PgStore::start(config, owner.clone(), lease)?;
+        let backend = postgres::PgBackend::connect(config, owner)?;
+        let writer = group::GroupWriter::start(Box::new(backend))?;
+        Ok(Ledger {
+            store: Store::Postgres(store),
+            writer,
+            options,
         })
     }
 
@@ -179,17 +217,24 @@ impl Ledger {
         self.options
     }
 
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The database file (`None` for a PostgreSQL ledger).
+    pub fn path(&self) -> Option<&Path> {
+        match &self.store {
+            Store::Sqlite { path, .. } => Some(path),
+            Store::Postgres(_) => None,
+        }
     }
 
-    /// The connection. A panic while it was held leaves no transaction open (an unfinished
-    /// `rusqlite::Transaction` rolls back when dropped), so a poisoned lock is safe to reuse.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The store. A panic while SQLite's connection was held leaves no transaction open (an
+    /// unfinished `rusqlite::Transaction` rolls back when dropped), so a poisoned lock is safe
+    /// to reuse.
+    fn conn(&self) -> Conn<'_> {
+        match &self.store {
+            Store::Sqlite { conn, .. } => {
+                Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+            }
+            Store::Postgres(pg) => Conn::Postgres(pg),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior};
 use super::admission::OUTCOME_UNKNOWN_MESSAGE;
 use super::audit::event_lines;
 use super::outcome::{close_call, Outcome};
-use super::{now_ms, Ledger, LedgerError};
+use super::{now_ms, Ledger, LedgerError, Store};
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Stage};
 
@@ -23,7 +23,12 @@ impl Ledger {
     /// call it had to leave open, or the end of the ledger), so a long ledger starts as fast
     /// as a short one.
     pub fn recover(&self) -> Result<Vec<(String, String)>, LedgerError> {
-        let mut conn = self.conn();
+        let (mut conn, lease) = match &self.store {
+            Store::Sqlite { conn, lease, .. } => {
+                (conn.lock().unwrap_or_else(|e| e.into_inner()), lease)
+            }
+            Store::Postgres(pg) => return pg.recover(),
+        };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let now = now_ms();
         let watermark: i64 = tx
@@ -55,7 +60,7 @@ impl Ledger {
         for (seq, run_id, call_id, tool, state, owner) in open {
             // A call whose host still holds its lease is running, not lost.
             if let Some(owner) = &owner {
-                if self.lease.is_alive(owner) {
+                if lease.is_alive(owner) {
                     next_watermark = next_watermark.min(seq);
                     continue;
                 }
@@ -83,14 +88,14 @@ impl Ledger {
         .execute([next_watermark])?;
         tx.commit()?;
         for owner in dead {
-            self.lease.forget(&owner);
+            lease.forget(&owner);
         }
         Ok(closed)
     }
 }
 
 /// The result recovery records for a call the host lost track of.
-fn outcome_unknown(call_id: &str, tool: String) -> ToolResult {
+pub(super) fn outcome_unknown(call_id: &str, tool: String) -> ToolResult {
     let call = ToolCall {
         call_id: call_id.to_owned(),
         name: tool,

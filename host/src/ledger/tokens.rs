@@ -6,13 +6,16 @@
 
 use rusqlite::{params, TransactionBehavior};
 
-use super::{now_ms, Ledger, LedgerError};
+use super::{now_ms, Conn, Ledger, LedgerError};
 
 impl Ledger {
     /// Spend `token_id`: `true` the first time, `false` if it was already spent (by this or any
     /// earlier process on this ledger). Committed before it returns.
     pub fn consume_token(&self, token_id: &str, expires_at_unix: i64) -> Result<bool, LedgerError> {
-        let mut conn = self.conn();
+        let mut conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.consume_token(token_id, expires_at_unix),
+        };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let inserted = tx
             .prepare_cached(
@@ -28,7 +31,10 @@ impl Ledger {
     /// the policy refuses every token past its expiry *before* it spends it, and with a margin
     /// for clock steps: a pruned token would otherwise be spendable again.
     pub fn prune_used_tokens(&self, before_unix: i64) -> Result<u64, LedgerError> {
-        let conn = self.conn();
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.prune_used_tokens(before_unix),
+        };
         let n = conn
             .prepare_cached("DELETE FROM used_tokens WHERE expires_at_unix < ?1")?
             .execute([before_unix])?;

@@ -16,12 +16,14 @@
 
 mod backend;
 mod schema;
+mod store;
 
 #[cfg(test)]
 mod tests;
 
 pub use backend::PgBackend;
 pub use schema::{migrate, SCHEMA_VERSION};
+pub use store::PgStore;
 
 use tokio_postgres::{Client, NoTls};
 

@@ -81,8 +81,19 @@ CREATE TABLE used_tokens (
 );
 "#;
 
+/// Version 2: host leases. A host holds its row's lease while it runs and renews it; when the
+/// lease has passed (by the database's clock, so hosts' clocks do not matter), any host closes
+/// the calls the lapsed host left open as `outcome_unknown`.
+const SCHEMA_V2: &str = r#"
+CREATE TABLE hosts (
+    owner           TEXT    PRIMARY KEY,
+    lease_until_ms  BIGINT  NOT NULL,          -- database clock, unix milliseconds
+    started_at_ms   BIGINT  NOT NULL
+);
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -214,7 +214,10 @@ fn pg_migration_runs_once_and_refuses_a_newer_schema() {
     let db = TestSchema::new();
     drop(db.host("first"));
     drop(db.host("second"));
-    assert_eq!(db.query("SELECT version FROM ledger_version"), ["1"]);
+    assert_eq!(
+        db.query("SELECT version FROM ledger_version"),
+        [SCHEMA_VERSION.to_string()]
+    );
     db.query("UPDATE ledger_version SET version = 99");
     match PgBackend::connect(&db.config, "late".into()) {
         Err(LedgerError::SchemaTooNew { found: 99, .. }) => {}
@@ -259,4 +262,100 @@ fn pg_settings_refuse_what_must_not_be_in_a_config() {
         assert!(check_schema_name(bad).is_err(), "{bad:?}");
     }
     assert!(check_schema_name("toolhost_2").is_ok());
+}
+
+/// A ledger (a host) on the test schema, with a lease that only the tests end.
+fn ledger(db: &TestSchema) -> crate::ledger::Ledger {
+    crate::ledger::Ledger::open_postgres(
+        &db.config,
+        std::time::Duration::from_secs(60),
+        Default::default(),
+    )
+    .expect("the test server answers")
+}
+
+/// Through the ledger's own API on two hosts: an approval token spent on one is refused on
+/// the other, and each host reads the calls the other recorded.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_tokens_and_reads_are_shared_between_hosts() {
+    let db = TestSchema::new();
+    let (a, b) = (ledger(&db), ledger(&db));
+    assert!(a.consume_token("tok-1", i64::MAX).unwrap());
+    assert!(!b.consume_token("tok-1", i64::MAX).unwrap());
+    assert!(!a.consume_token("tok-1", i64::MAX).unwrap());
+    assert_eq!(
+        a.admit("run", "c1", "add", "d1", 7).unwrap(),
+        Admission::New { seq: 1 }
+    );
+    assert!(b.is_admitted("run", "c1").unwrap());
+    assert_eq!(
+        b.admit("run", "c1", "add", "d1", 7).unwrap(),
+        Admission::InFlight
+    );
+    let call = crate::contract::ToolCall {
+        call_id: "c1".into(),
+        name: "add".into(),
+        arguments: serde_json::json!({}),
+    };
+    let result = ToolResult::completed(&call, serde_json::json!({"sum": 3}), Default::default());
+    a.finish("run", "c1", &result).unwrap();
+    assert_eq!(b.outcome("run", "c1").unwrap(), Some(result.clone()));
+    let listed = b.calls(Some("run")).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].output_digest.as_deref().map(str::len), Some(64));
+    let stages: Vec<_> = listed[0]
+        .events
+        .iter()
+        .map(|e| e.decision.as_str())
+        .collect();
+    assert_eq!(stages, ["new", "in_flight", "completed"]);
+}
+
+/// A host whose lease has passed has its open calls closed as `outcome_unknown` by another
+/// host — once, never re-run (a retry replays it) — and its own late outcome is refused; a
+/// host that holds its lease keeps its calls.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_lapsed_hosts_calls_end_outcome_unknown_and_live_ones_are_kept() {
+    let db = TestSchema::new();
+    let (a, b) = (ledger(&db), ledger(&db));
+    a.admit("run", "lost", "add", "d1", 7).unwrap();
+    a.mark_started("run", "lost").unwrap();
+    b.admit("run", "kept", "add", "d1", 7).unwrap();
+    // Nothing has lapsed: nobody's calls are closed.
+    assert!(b.recover().unwrap().is_empty());
+    // a's lease passes (as if it had stopped renewing it long ago).
+    let a_owner = match &a.store {
+        crate::ledger::Store::Postgres(pg) => pg.owner().to_owned(),
+        crate::ledger::Store::Sqlite { .. } => unreachable!("opened on PostgreSQL"),
+    };
+    db.query(&format!(
+        "UPDATE hosts SET lease_until_ms = 0 WHERE owner = '{a_owner}'"
+    ));
+    assert_eq!(
+        b.recover().unwrap(),
+        [("run".to_owned(), "lost".to_owned())]
+    );
+    assert!(b.recover().unwrap().is_empty(), "closed once");
+    let recorded = b.outcome("run", "lost").unwrap().unwrap();
+    assert_eq!(recorded.status, Status::OutcomeUnknown);
+    match b.admit("run", "lost", "add", "d1", 7).unwrap() {
+        Admission::Replay(r) => assert_eq!(r.status, Status::OutcomeUnknown),
+        other => panic!("{other:?}"),
+    }
+    let call = crate::contract::ToolCall {
+        call_id: "lost".into(),
+        name: "add".into(),
+        arguments: serde_json::json!({}),
+    };
+    let late = ToolResult::completed(&call, serde_json::json!({"sum": 3}), Default::default());
+    assert!(matches!(
+        a.finish("run", "lost", &late),
+        Err(LedgerError::AlreadyFinished { .. })
+    ));
+    assert_eq!(
+        db.query("SELECT call_id || ' ' || state || ' ' || COALESCE(status, '-') FROM calls ORDER BY seq"),
+        ["lost finished outcome_unknown", "kept admitted -"]
+    );
 }

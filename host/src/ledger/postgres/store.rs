@@ -1,0 +1,393 @@
+//! Everything but the call path's writes, in PostgreSQL: the reads (is a call admitted, its
+//! outcome, the listing, transcripts, approval requests), single-use tokens, the host's lease
+//! and recovery of lapsed hosts' calls.
+//!
+//! The ledger's API is synchronous and is called from async workers too, so the store runs its
+//! own small runtime (one worker thread) with its own connection: a method hands its query to
+//! that runtime and waits for the answer on a channel, which is safe from any thread. The same
+//! runtime renews this host's lease and, every half lease, closes the calls of hosts whose
+//! lease has passed ([`PgStore::recover`]).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+use tokio_postgres::Client;
+
+use super::super::audit::{event_lines, RawCall, TranscriptEntry, CALL_COLUMNS};
+use super::super::codec::{decode_result, from_sql_u64, to_sql_u64};
+use super::super::error::check_key;
+use super::super::outcome::Outcome;
+use super::super::recovery::outcome_unknown;
+use super::super::{now_ms, CallRecord, LedgerError};
+use super::backend::close_call;
+use super::PgConfig;
+use crate::contract::{Decision, Stage, ToolResult};
+
+/// The database's clock, in unix milliseconds (leases are judged by it alone).
+const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
+
+/// The reads, tokens, lease and recovery of a PostgreSQL ledger (see the module docs).
+pub struct PgStore {
+    runtime: Option<Runtime>,
+    client: Arc<Client>,
+    owner: String,
+    lease: Duration,
+}
+
+impl PgStore {
+    /// Connect, migrate, and take this host's lease (`owner`, renewed every third of `lease`).
+    pub fn start(
+        config: &PgConfig,
+        owner: String,
+        lease: Duration,
+    ) -> Result<PgStore, LedgerError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("toolhost-ledger-pg")
+            .enable_all()
+            .build()?;
+        let config = config.clone();
+        let client = runtime.block_on(async move {
+            let mut client = config.connect().await?;
+            super::migrate(&mut client).await?;
+            Ok::<_, LedgerError>(client)
+        })?;
+        let store = PgStore {
+            runtime: Some(runtime),
+            client: Arc::new(client),
+            owner,
+            lease,
+        };
+        store.renew_lease()?;
+        store.spawn_upkeep();
+        Ok(store)
+    }
+
+    fn runtime(&self) -> &Runtime {
+        // Only `Drop` takes it.
+        self.runtime
+            .as_ref()
+            .expect("the store's runtime runs until drop")
+    }
+
+    /// Run `work` on the store's runtime and wait for it (from any thread).
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, LedgerError>> + Send + 'static,
+    ) -> Result<T, LedgerError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.runtime().spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv().unwrap_or_else(|_| {
+            Err(LedgerError::Commit(
+                "the ledger's server connection stopped".into(),
+            ))
+        })
+    }
+
+    fn client(&self) -> Arc<Client> {
+        self.client.clone()
+    }
+
+    /// Take or extend this host's lease by the database's clock.
+    fn renew_lease(&self) -> Result<(), LedgerError> {
+        let (c, owner, ms) = (self.client(), self.owner.clone(), lease_ms(self.lease));
+        self.run(async move { renew(&c, &owner, ms).await })
+    }
+
+    /// Renew the lease every third of its length, and recover lapsed hosts' calls every half.
+    fn spawn_upkeep(&self) {
+        let (c, owner, lease) = (self.client(), self.owner.clone(), self.lease);
+        self.runtime().spawn(async move {
+            let mut renew_every = tokio::time::interval(lease / 3);
+            let mut recover_every = tokio::time::interval(lease / 2);
+            loop {
+                tokio::select! {
+                    _ = renew_every.tick() => {
+                        // A failed renewal is retried at the next tick; if the lease lapses
+                        // meanwhile, other hosts close this host's open calls and its own
+                        // outcomes for them are refused (`AlreadyFinished`).
+                        let _ = renew(&c, &owner, lease_ms(lease)).await;
+                    }
+                    _ = recover_every.tick() => {
+                        let _ = recover(&c).await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// This host's lease owner id (the `owner` of the calls it admits).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    pub fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {
+        let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
+        self.run(async move {
+            Ok(c.query_opt(
+                "SELECT 1 FROM calls WHERE run_id = $1 AND call_id = $2",
+                &[&r, &k],
+            )
+            .await?
+            .is_some())
+        })
+    }
+
+    pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
+        let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
+        self.run(async move {
+            let row = c
+                .query_opt(
+                    "SELECT result_json FROM calls WHERE run_id = $1 AND call_id = $2",
+                    &[&r, &k],
+                )
+                .await?;
+            match row {
+                None => Err(LedgerError::unknown(&r, &k)),
+                Some(row) => row
+                    .get::<_, Option<String>>(0)
+                    .as_deref()
+                    .map(decode_result)
+                    .transpose(),
+            }
+        })
+    }
+
+    pub fn consume_token(&self, token_id: &str, expires_at_unix: i64) -> Result<bool, LedgerError> {
+        let (c, t) = (self.client(), token_id.to_owned());
+        self.run(async move {
+            let n = c
+                .execute(
+                    "INSERT INTO used_tokens (token_id, expires_at_unix, used_at_ms)
+                     VALUES ($1, $2, $3) ON CONFLICT (token_id) DO NOTHING",
+                    &[&t, &expires_at_unix, &now_ms()],
+                )
+                .await?;
+            Ok(n == 1)
+        })
+    }
+
+    pub fn prune_used_tokens(&self, before_unix: i64) -> Result<u64, LedgerError> {
+        let c = self.client();
+        self.run(async move {
+            Ok(c.execute(
+                "DELETE FROM used_tokens WHERE expires_at_unix < $1",
+                &[&before_unix],
+            )
+            .await?)
+        })
+    }
+
+    pub fn record_content(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        json: String,
+    ) -> Result<bool, LedgerError> {
+        let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
+        self.run(async move {
+            if c.query_opt(
+                "SELECT 1 FROM calls WHERE run_id = $1 AND call_id = $2",
+                &[&r, &k],
+            )
+            .await?
+            .is_none()
+            {
+                return Err(LedgerError::unknown(&r, &k));
+            }
+            let n = c
+                .execute(
+                    "INSERT INTO call_content (run_id, call_id, arguments_json, recorded_at_ms)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, call_id) DO NOTHING",
+                    &[&r, &k, &json, &now_ms()],
+                )
+                .await?;
+            Ok(n == 1)
+        })
+    }
+
+    pub fn transcript(
+        &self,
+        run_id: &str,
+        step: u32,
+        kind: &str,
+        digest: &str,
+        size: u64,
+    ) -> Result<(), LedgerError> {
+        check_key(run_id, "", "")?;
+        let c = self.client();
+        let (r, kind, digest) = (run_id.to_owned(), kind.to_owned(), digest.to_owned());
+        self.run(async move {
+            c.execute(
+                "INSERT INTO transcript (run_id, step, kind, digest, size, at_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &r,
+                    &i64::from(step),
+                    &kind,
+                    &digest,
+                    &to_sql_u64(size),
+                    &now_ms(),
+                ],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    pub fn transcript_entries(&self, run_id: &str) -> Result<Vec<TranscriptEntry>, LedgerError> {
+        let (c, r) = (self.client(), run_id.to_owned());
+        self.run(async move {
+            let rows = c
+                .query(
+                    "SELECT run_id, step, kind, digest, size, at_ms FROM transcript
+                     WHERE run_id = $1 ORDER BY step, id",
+                    &[&r],
+                )
+                .await?;
+            rows.into_iter()
+                .map(|row| {
+                    let step: i64 = row.get(1);
+                    Ok(TranscriptEntry {
+                        run_id: row.get(0),
+                        step: u32::try_from(step)
+                            .map_err(|_| LedgerError::Corrupt(format!("transcript step {step}")))?,
+                        kind: row.get(2),
+                        digest: row.get(3),
+                        size: from_sql_u64("transcript size", row.get(4))?,
+                        at_ms: row.get(5),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    pub fn approval_request(&self, digest: &str) -> Result<Option<(String, String)>, LedgerError> {
+        let (c, d) = (self.client(), digest.to_owned());
+        self.run(async move {
+            Ok(c.query_opt(
+                "SELECT run_id, call_id FROM approval_requests WHERE digest = $1",
+                &[&d],
+            )
+            .await?
+            .map(|row| (row.get(0), row.get(1))))
+        })
+    }
+
+    pub fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
+        let (c, run) = (self.client(), run.map(str::to_owned));
+        self.run(async move {
+            let sql = format!(
+                "SELECT {CALL_COLUMNS}
+                 FROM calls c
+                 LEFT JOIN call_content cc ON cc.run_id = c.run_id AND cc.call_id = c.call_id
+                 WHERE $1::TEXT IS NULL OR c.run_id = $1 ORDER BY c.seq"
+            );
+            let rows = c.query(&sql, &[&run]).await?;
+            rows.into_iter()
+                .map(|row| {
+                    RawCall {
+                        seq: row.get(0),
+                        run_id: row.get(1),
+                        call_id: row.get(2),
+                        tool: row.get(3),
+                        state: row.get(4),
+                        args_digest: row.get(5),
+                        args_size: row.get(6),
+                        admitted_at_ms: row.get(7),
+                        started_at_ms: row.get(8),
+                        status: row.get(9),
+                        code: row.get(10),
+                        message: row.get(11),
+                        diagnostic_id: row.get(12),
+                        output_digest: row.get(13),
+                        output_size: row.get(14),
+                        usage: [row.get(15), row.get(16), row.get(17), row.get(18)],
+                        finished_at_ms: row.get(19),
+                        arguments: row.get(20),
+                        events: row.get(21),
+                    }
+                    .into_record()
+                })
+                .collect()
+        })
+    }
+
+    /// Close, as `outcome_unknown`, every open call whose host's lease has passed (or that has
+    /// no host), and return them. Calls of hosts that hold their lease are left alone; a call
+    /// another host is closing right now is skipped, not waited for.
+    pub fn recover(&self) -> Result<Vec<(String, String)>, LedgerError> {
+        let c = self.client();
+        self.run(async move { recover(&c).await })
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which is refused inside an async context: let its thread
+        // wind down on its own. The lease is left to lapse.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn lease_ms(lease: Duration) -> i64 {
+    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
+}
+
+async fn renew(c: &Client, owner: &str, lease_ms: i64) -> Result<(), LedgerError> {
+    c.execute(
+        &format!(
+            "INSERT INTO hosts (owner, lease_until_ms, started_at_ms)
+             VALUES ($1, {DB_NOW_MS} + $2, {DB_NOW_MS})
+             ON CONFLICT (owner) DO UPDATE SET lease_until_ms = excluded.lease_until_ms"
+        ),
+        &[&owner, &lease_ms],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn recover(c: &Client) -> Result<Vec<(String, String)>, LedgerError> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT run_id, call_id, tool, state FROM calls c
+                 WHERE state <> 'finished'
+                   AND NOT EXISTS (SELECT 1 FROM hosts h
+                                   WHERE h.owner = c.owner AND h.lease_until_ms >= {DB_NOW_MS})
+                 ORDER BY seq"
+            ),
+            &[],
+        )
+        .await?;
+    let mut closed = Vec::new();
+    for row in rows {
+        let (run_id, call_id, tool, state): (String, String, String, String) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let outcome = Outcome::of(&outcome_unknown(&call_id, tool))?;
+        let now = now_ms();
+        let detail = format!(
+            "the host's lease passed while this call was {state}; closed as outcome_unknown, \
+             never re-run"
+        );
+        let lines = event_lines([(
+            now,
+            Stage::Recover.as_str(),
+            Decision::OutcomeUnknown.as_str(),
+            detail.as_str(),
+        )])?;
+        match close_call(c, &run_id, &call_id, &outcome, now, &lines).await {
+            Ok(()) => closed.push((run_id, call_id)),
+            // Its host finished it, or another host recovered it, in between: one outcome.
+            Err(LedgerError::AlreadyFinished { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(closed)
+}
