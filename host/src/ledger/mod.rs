@@ -225,6 +225,15 @@ impl Ledger {
         }
     }
 
+    /// Run budgets and rate limits kept in the ledger, shared by every host on it: `Some` for
+    /// PostgreSQL. A SQLite ledger has one host, which keeps them in its memory.
+    pub fn shared_limits(&self) -> Option<&postgres::PgStore> {
+        match &self.store {
+            Store::Postgres(pg) => Some(pg),
+            Store::Sqlite { .. } => None,
+        }
+    }
+
     /// The store. A panic while SQLite's connection was held leaves no transaction open (an
     /// unfinished `rusqlite::Transaction` rolls back when dropped), so a poisoned lock is safe
     /// to reuse.

@@ -158,6 +158,11 @@ impl RateLimiter {
         }
     }
 
+    /// The sustained rate (calls per second) and burst, when a rate is set.
+    pub fn settings(&self) -> Option<(f64, f64)> {
+        self.rate.map(|r| (r, self.burst))
+    }
+
     /// Take one call for `principal` at `now`; false when over the rate.
     pub fn allow(&self, principal: &str, now: Instant) -> bool {
         let Some(rate) = self.rate else { return true };

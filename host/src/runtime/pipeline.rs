@@ -4,9 +4,12 @@
 
 use std::time::{Duration, Instant};
 
+use super::guards::{RUN_CALLS_EXHAUSTED, TOOL_CALLS_EXHAUSTED};
 use crate::contract::bounds::check_call;
-use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
+use crate::contract::{Budgets, Code, RunContext, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Risk, Stage};
+use crate::ledger::postgres::Budget;
+use crate::ledger::LedgerError;
 use crate::ledger::{
     digest_bytes, Admission, Applied, CallKey, Inline, Outcome, PendingEvent, Write,
 };
@@ -240,27 +243,34 @@ impl Runtime {
             }
         }
         // 6. limit
-        if let Err(why) = self
-            .budgets
-            .take(&ctx.run_id, tool.name.as_str(), &ctx.budgets)
-        {
-            self.event(ctx, call, Stage::Limit, Code::BudgetExhausted.as_str(), why);
-            return ToolResult::failed(call, Code::BudgetExhausted, why, Usage::default());
-        }
-        if !self.rate.allow(&ctx.principal, Instant::now()) {
-            self.event(
-                ctx,
-                call,
-                Stage::Limit,
-                Code::RateLimited.as_str(),
-                "principal rate",
-            );
-            return ToolResult::failed(
-                call,
-                Code::RateLimited,
-                "too many calls; try again shortly",
-                Usage::default(),
-            );
+        match self.take_limits(ctx, tool.name.as_str()) {
+            Ok(None) => {}
+            Ok(Some(Refusal::Budget(why))) => {
+                self.event(ctx, call, Stage::Limit, Code::BudgetExhausted.as_str(), why);
+                return ToolResult::failed(call, Code::BudgetExhausted, why, Usage::default());
+            }
+            Ok(Some(Refusal::Rate)) => {
+                self.event(
+                    ctx,
+                    call,
+                    Stage::Limit,
+                    Code::RateLimited.as_str(),
+                    "principal rate",
+                );
+                return ToolResult::failed(
+                    call,
+                    Code::RateLimited,
+                    "too many calls; try again shortly",
+                    Usage::default(),
+                );
+            }
+            Err(e) => {
+                return self.host_fault(
+                    call,
+                    "the host could not check this run's limits; the call was not run",
+                    &format!("limits in the ledger: {e}"),
+                )
+            }
         }
         let Some(_slot) = self.concurrency.try_slot() else {
             self.event(
@@ -408,6 +418,34 @@ impl Runtime {
         }
     }
 
+    /// Take one call from the run's budgets and the principal's rate: in the ledger when it
+    /// keeps them for every host (PostgreSQL), else in this host's memory.
+    fn take_limits(&self, ctx: &RunContext, tool: &str) -> Result<Option<Refusal>, LedgerError> {
+        let Some(shared) = self.ledger.shared_limits() else {
+            if let Err(why) = self.budgets.take(&ctx.run_id, tool, &ctx.budgets) {
+                return Ok(Some(Refusal::Budget(why)));
+            }
+            return Ok((!self.rate.allow(&ctx.principal, Instant::now())).then_some(Refusal::Rate));
+        };
+        let Budgets {
+            max_calls,
+            max_calls_per_tool,
+        } = ctx.budgets;
+        if max_calls.is_some() || max_calls_per_tool.is_some() {
+            match shared.take_budget(&ctx.run_id, tool, max_calls, max_calls_per_tool)? {
+                None => {}
+                Some(Budget::Run) => return Ok(Some(Refusal::Budget(RUN_CALLS_EXHAUSTED))),
+                Some(Budget::Tool) => return Ok(Some(Refusal::Budget(TOOL_CALLS_EXHAUSTED))),
+            }
+        }
+        if let Some((rate, burst)) = self.rate.settings() {
+            if !shared.take_rate(&ctx.principal, rate, burst)? {
+                return Ok(Some(Refusal::Rate));
+            }
+        }
+        Ok(None)
+    }
+
     pub(super) fn host_fault(&self, call: &ToolCall, message: &str, detail: &str) -> ToolResult {
         let mut r = ToolResult::failed(call, Code::HostError, message, Usage::default());
         r.diagnostic_id = Some(
@@ -416,6 +454,12 @@ impl Runtime {
         );
         r
     }
+}
+
+/// Why the limit stage refuses a call.
+enum Refusal {
+    Budget(&'static str),
+    Rate,
 }
 
 /// Counts a call in flight for as long as it lives (dropped with its future).

@@ -23,7 +23,7 @@ mod tests;
 
 pub use backend::PgBackend;
 pub use schema::{migrate, SCHEMA_VERSION};
-pub use store::PgStore;
+pub use store::{Budget, PgStore};
 
 use tokio_postgres::{Client, NoTls};
 

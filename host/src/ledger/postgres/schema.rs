@@ -92,8 +92,51 @@ CREATE TABLE hosts (
 );
 "#;
 
+/// Version 3: the limits every host shares. Run budgets are counters per run (tool `''` is the
+/// run's total; tool names are never empty), taken by `take_budget` under an advisory lock on
+/// the run so that two hosts cannot both take the last call. Rate limits are token buckets per
+/// principal, taken by one `INSERT … ON CONFLICT DO UPDATE … WHERE` (the row lock makes it
+/// exact), timed by the database's clock.
+const SCHEMA_V3: &str = r#"
+CREATE TABLE run_counts (
+    run_id  TEXT    NOT NULL,
+    tool    TEXT    NOT NULL,
+    n       BIGINT  NOT NULL,
+    PRIMARY KEY (run_id, tool)
+);
+
+CREATE TABLE rate_buckets (
+    principal  TEXT              PRIMARY KEY,
+    tokens     DOUBLE PRECISION  NOT NULL,
+    at_ms      BIGINT            NOT NULL      -- database clock, unix milliseconds
+);
+
+-- Count one call of p_tool in p_run, or return which budget it would break ('run' or 'tool')
+-- and count nothing. NULL maxima are unlimited.
+CREATE FUNCTION take_budget(p_run TEXT, p_tool TEXT, p_max_calls BIGINT, p_max_tool BIGINT)
+RETURNS TEXT LANGUAGE plpgsql AS $$
+DECLARE
+    total    BIGINT;
+    per_tool BIGINT;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('toolhost-budget:' || p_run));
+    SELECT n INTO total FROM run_counts WHERE run_id = p_run AND tool = '';
+    SELECT n INTO per_tool FROM run_counts WHERE run_id = p_run AND tool = p_tool;
+    IF p_max_calls IS NOT NULL AND COALESCE(total, 0) >= p_max_calls THEN
+        RETURN 'run';
+    END IF;
+    IF p_max_tool IS NOT NULL AND COALESCE(per_tool, 0) >= p_max_tool THEN
+        RETURN 'tool';
+    END IF;
+    INSERT INTO run_counts AS c (run_id, tool, n) VALUES (p_run, '', 1), (p_run, p_tool, 1)
+    ON CONFLICT (run_id, tool) DO UPDATE SET n = c.n + 1;
+    RETURN NULL;
+END
+$$;
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -359,3 +359,87 @@ fn pg_a_lapsed_hosts_calls_end_outcome_unknown_and_live_ones_are_kept() {
         ["lost finished outcome_unknown", "kept admitted -"]
     );
 }
+
+/// A run budget of 10 taken by three hosts at once, 30 attempts in all: exactly 10 counted,
+/// and the per-tool budget is shared the same way.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_run_budgets_are_exact_across_hosts() {
+    let db = TestSchema::new();
+    let hosts: Vec<_> = (0..3).map(|_| ledger(&db)).collect();
+    let start = Barrier::new(3);
+    let taken: usize = std::thread::scope(|s| {
+        let running: Vec<_> = hosts
+            .iter()
+            .map(|h| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    let pg = h.shared_limits().expect("PostgreSQL keeps the limits");
+                    (0..10)
+                        .filter(|_| {
+                            pg.take_budget("run", "add", Some(10), None)
+                                .unwrap()
+                                .is_none()
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        running.into_iter().map(|t| t.join().unwrap()).sum()
+    });
+    assert_eq!(taken, 10);
+    let pg = hosts[0].shared_limits().unwrap();
+    assert_eq!(
+        pg.take_budget("run", "add", Some(10), None).unwrap(),
+        Some(Budget::Run)
+    );
+    // Per tool: 2 of `echo` in another run, whichever host asks.
+    assert_eq!(
+        hosts[1]
+            .shared_limits()
+            .unwrap()
+            .take_budget("r2", "echo", None, Some(2))
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        hosts[2]
+            .shared_limits()
+            .unwrap()
+            .take_budget("r2", "echo", None, Some(2))
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        hosts[0]
+            .shared_limits()
+            .unwrap()
+            .take_budget("r2", "echo", None, Some(2))
+            .unwrap(),
+        Some(Budget::Tool)
+    );
+    assert_eq!(
+        hosts[0]
+            .shared_limits()
+            .unwrap()
+            .take_budget("r2", "other", None, Some(2))
+            .unwrap(),
+        None
+    );
+}
+
+/// A principal's token bucket is one bucket for every host: a burst of 3 spent across two
+/// hosts leaves none on either; another principal has its own.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_rate_buckets_are_shared_between_hosts() {
+    let db = TestSchema::new();
+    let (a, b) = (ledger(&db), ledger(&db));
+    let (a, b) = (a.shared_limits().unwrap(), b.shared_limits().unwrap());
+    // 0.001 calls per second: nothing refills during the test.
+    let take = |pg: &PgStore| pg.take_rate("alice", 0.001, 3.0).unwrap();
+    assert!(take(a) && take(b) && take(a));
+    assert!(!take(b) && !take(a));
+    assert!(b.take_rate("bob", 0.001, 3.0).unwrap());
+}
