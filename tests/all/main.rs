@@ -24,6 +24,7 @@ mod mcp;
 mod mcp_frames;
 mod mcp_logging;
 mod mcp_ts;
+mod multi_host;
 mod openai;
 mod pipeline;
 mod pool;

@@ -12,8 +12,8 @@
 //! it on drop (a read call holds its claim across the sandbox, and every call awaits its
 //! commits). A commit the dropped future was waiting for still happens or fails as a whole.
 
-use crate::contract::{Code, RunContext, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Stage};
+use crate::contract::{RunContext, ToolCall, ToolResult};
 use crate::ledger::{now_ms, Admission, Applied, Opening, PendingEvent, Write};
 
 use super::pipeline::duplicate_call_id;
@@ -131,7 +131,7 @@ impl Runtime {
                 self.admitted(ctx, call);
                 return Ok(());
             }
-            Ok(Applied::Admission(other)) => self.lost_admission(call, other),
+            Ok(Applied::Admission(other)) => self.lost_admission(ctx, call, other).await,
             Err(e) => self.host_fault(call, "the host could not record this call", &e.to_string()),
         };
         // Nothing of this call is ours to record.
@@ -191,16 +191,18 @@ impl Runtime {
         }
     }
 
-    /// The answer when another process admitted this id between our read and our admission.
-    pub(super) fn lost_admission(&self, call: &ToolCall, admission: Admission) -> ToolResult {
+    /// The answer when another process (another host, on a shared ledger) admitted this id
+    /// between our read and our admission: its recorded result, or — while it runs — its
+    /// result once recorded, as a duplicate on one host would get.
+    pub(super) async fn lost_admission(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        admission: Admission,
+    ) -> ToolResult {
         match admission {
             Admission::Replay(recorded) => recorded,
-            Admission::InFlight => ToolResult::failed(
-                call,
-                Code::DuplicateCallId,
-                "a call with this id is already running",
-                Usage::default(),
-            ),
+            Admission::InFlight => self.await_original(ctx, call).await,
             Admission::New { .. } | Admission::Conflict => duplicate_call_id(call),
         }
     }

@@ -11,6 +11,7 @@ mod admission;
 mod approve;
 pub mod batch;
 mod check;
+mod limits;
 mod pipeline;
 mod validate;
 

@@ -4,18 +4,16 @@
 
 use std::time::{Duration, Instant};
 
-use super::guards::{RUN_CALLS_EXHAUSTED, TOOL_CALLS_EXHAUSTED};
 use crate::contract::bounds::check_call;
-use crate::contract::{Budgets, Code, RunContext, Status, ToolCall, ToolResult, Usage};
+use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Risk, Stage};
-use crate::ledger::postgres::Budget;
-use crate::ledger::LedgerError;
 use crate::ledger::{
     digest_bytes, Admission, Applied, CallKey, Inline, Outcome, PendingEvent, Write,
 };
 use crate::policy::{canonical_call, Subject};
 
 use super::admission::{CallLog, Claim, Late};
+use super::limits::Refusal;
 use super::{clip, Runtime};
 
 /// How often a duplicate of a running call checks whether the original has finished.
@@ -125,7 +123,7 @@ impl Runtime {
     }
 
     /// A duplicate of a running call waits for the original's recorded outcome (never runs).
-    async fn await_original(&self, ctx: &RunContext, call: &ToolCall) -> ToolResult {
+    pub(super) async fn await_original(&self, ctx: &RunContext, call: &ToolCall) -> ToolResult {
         let patience = self
             .registry
             .get(&call.name)
@@ -346,7 +344,7 @@ impl Runtime {
         };
         match recorded {
             Ok(None) => result,
-            Ok(Some(other)) => self.lost_admission(call, other),
+            Ok(Some(other)) => self.lost_admission(ctx, call, other).await,
             Err(e) => {
                 let detail = e.to_string();
                 let mut r = self.host_fault(
@@ -418,34 +416,6 @@ impl Runtime {
         }
     }
 
-    /// Take one call from the run's budgets and the principal's rate: in the ledger when it
-    /// keeps them for every host (PostgreSQL), else in this host's memory.
-    fn take_limits(&self, ctx: &RunContext, tool: &str) -> Result<Option<Refusal>, LedgerError> {
-        let Some(shared) = self.ledger.shared_limits() else {
-            if let Err(why) = self.budgets.take(&ctx.run_id, tool, &ctx.budgets) {
-                return Ok(Some(Refusal::Budget(why)));
-            }
-            return Ok((!self.rate.allow(&ctx.principal, Instant::now())).then_some(Refusal::Rate));
-        };
-        let Budgets {
-            max_calls,
-            max_calls_per_tool,
-        } = ctx.budgets;
-        if max_calls.is_some() || max_calls_per_tool.is_some() {
-            match shared.take_budget(&ctx.run_id, tool, max_calls, max_calls_per_tool)? {
-                None => {}
-                Some(Budget::Run) => return Ok(Some(Refusal::Budget(RUN_CALLS_EXHAUSTED))),
-                Some(Budget::Tool) => return Ok(Some(Refusal::Budget(TOOL_CALLS_EXHAUSTED))),
-            }
-        }
-        if let Some((rate, burst)) = self.rate.settings() {
-            if !shared.take_rate(&ctx.principal, rate, burst)? {
-                return Ok(Some(Refusal::Rate));
-            }
-        }
-        Ok(None)
-    }
-
     pub(super) fn host_fault(&self, call: &ToolCall, message: &str, detail: &str) -> ToolResult {
         let mut r = ToolResult::failed(call, Code::HostError, message, Usage::default());
         r.diagnostic_id = Some(
@@ -454,12 +424,6 @@ impl Runtime {
         );
         r
     }
-}
-
-/// Why the limit stage refuses a call.
-enum Refusal {
-    Budget(&'static str),
-    Rate,
 }
 
 /// Counts a call in flight for as long as it lives (dropped with its future).

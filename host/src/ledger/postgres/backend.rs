@@ -20,24 +20,36 @@ use crate::contract::{Code, Decision, Stage};
 
 /// The writer's own connection to the PostgreSQL ledger, and the lease its calls are owned by.
 pub struct PgBackend {
-    runtime: Runtime,
+    /// Taken only by `Drop`.
+    runtime: Option<Runtime>,
     client: Client,
     owner: String,
 }
 
 impl PgBackend {
-    /// Connect (and migrate the schema, under its lock); new calls are owned by `owner`.
+    /// Connect (and migrate the schema, under its lock); new calls are owned by `owner`. Safe
+    /// to call from any thread: the connecting is done on a thread of its own, since a
+    /// runtime cannot be blocked on from inside another.
     pub fn connect(config: &PgConfig, owner: String) -> Result<PgBackend, LedgerError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let client = runtime.block_on(async {
-            let mut client = config.connect().await?;
-            super::migrate(&mut client).await?;
-            Ok::<_, LedgerError>(client)
-        })?;
+        let config = config.clone();
+        let connecting = std::thread::Builder::new()
+            .name("toolhost-ledger-connect".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let client = runtime.block_on(async {
+                    let mut client = config.connect().await?;
+                    super::migrate(&mut client, &config.schema).await?;
+                    Ok::<_, LedgerError>(client)
+                })?;
+                Ok::<_, LedgerError>((runtime, client))
+            })?;
+        let (runtime, client) = connecting.join().map_err(|_| {
+            LedgerError::Commit("connecting to the ledger's server panicked".into())
+        })??;
         Ok(PgBackend {
-            runtime,
+            runtime: Some(runtime),
             client,
             owner,
         })
@@ -76,11 +88,24 @@ impl Backend for PgBackend {
             client,
             owner,
         } = self;
+        let runtime = runtime
+            .as_ref()
+            .ok_or_else(|| LedgerError::Commit("the ledger's writer has stopped".into()))?;
         runtime.block_on(Self::apply_group(client, owner, writes))
     }
 
     fn commits_anywhere(&self) -> bool {
         false
+    }
+}
+
+impl Drop for PgBackend {
+    fn drop(&mut self) {
+        // The last owner may be an async worker, where dropping a runtime (which blocks) is
+        // refused.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
     }
 }
 

@@ -72,7 +72,7 @@ impl PgConfig {
     }
 
     /// One connection, its driver spawned on the current tokio runtime, with the ledger's
-    /// schema first on its search path.
+    /// schema first on its search path ([`migrate`] creates it).
     pub async fn connect(&self) -> Result<Client, LedgerError> {
         check_schema_name(&self.schema)?;
         let (client, connection) = self.settings()?.connect(NoTls).await?;
@@ -82,10 +82,7 @@ impl PgConfig {
             let _ = connection.await;
         });
         client
-            .batch_execute(&format!(
-                "CREATE SCHEMA IF NOT EXISTS {0}; SET search_path TO {0}",
-                self.schema
-            ))
+            .batch_execute(&format!("SET search_path TO {}", self.schema))
             .await?;
         Ok(client)
     }

@@ -141,16 +141,19 @@ const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Bring the schema on `client`'s search path to [`SCHEMA_VERSION`]; returns the version it
-/// found.
-pub async fn migrate(client: &mut Client) -> Result<i64, LedgerError> {
+/// Create `schema` if needed and bring it (first on `client`'s search path) to
+/// [`SCHEMA_VERSION`]; returns the version it found.
+pub async fn migrate(client: &mut Client, schema: &str) -> Result<i64, LedgerError> {
     let tx = client.transaction().await?;
-    // One migrator per schema at a time; the lock ends with the transaction.
+    // One migrator per schema at a time (creating the schema included: `IF NOT EXISTS` alone
+    // races); the lock ends with the transaction.
     tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.toolhost-ledger'))",
-        &[],
+        "SELECT pg_advisory_xact_lock(hashtext($1 || '.toolhost-ledger'))",
+        &[&schema],
     )
     .await?;
+    tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+        .await?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS ledger_version (version BIGINT NOT NULL)")
         .await?;
     let found: i64 = match tx

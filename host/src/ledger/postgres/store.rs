@@ -58,11 +58,29 @@ impl PgStore {
             .enable_all()
             .build()?;
         let config = config.clone();
-        let client = runtime.block_on(async move {
-            let mut client = config.connect().await?;
-            super::migrate(&mut client).await?;
-            Ok::<_, LedgerError>(client)
-        })?;
+        // On the store's own runtime, waited for on a channel: the caller may itself be
+        // inside a runtime, where blocking on another is refused.
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let connected = async {
+                let mut client = config.connect().await?;
+                super::migrate(&mut client, &config.schema).await?;
+                Ok::<_, LedgerError>(client)
+            };
+            let _ = tx.send(connected.await);
+        });
+        let connected = rx.recv().unwrap_or_else(|_| {
+            Err(LedgerError::Commit(
+                "connecting to the ledger's server stopped".into(),
+            ))
+        });
+        let client = match connected {
+            Ok(client) => client,
+            Err(e) => {
+                runtime.shutdown_background();
+                return Err(e);
+            }
+        };
         let store = PgStore {
             runtime: Some(runtime),
             client: Arc::new(client),

@@ -443,3 +443,20 @@ fn pg_rate_buckets_are_shared_between_hosts() {
     assert!(!take(b) && !take(a));
     assert!(b.take_rate("bob", 0.001, 3.0).unwrap());
 }
+
+/// The ledger opens, answers and closes from inside an async runtime (the CLI and the
+/// servers open it there), where blocking on another runtime would panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+async fn pg_a_ledger_opens_and_closes_inside_an_async_runtime() {
+    let db = TestSchema::new();
+    let l = ledger(&db);
+    assert!(!l.is_admitted("run", "x").unwrap());
+    l.commit(Write::Admit(key("x")), crate::ledger::Inline::Allowed)
+        .await
+        .unwrap();
+    assert!(l.is_admitted("run", "x").unwrap());
+    drop(l);
+    // The schema is dropped on a runtime of the test's own, off this one.
+    tokio::task::spawn_blocking(move || drop(db)).await.unwrap();
+}

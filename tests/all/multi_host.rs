@@ -1,0 +1,310 @@
+//! Many hosts, one PostgreSQL ledger: every cross-call guarantee holds between `toolhost`
+//! processes that share nothing but the database. Each test works in a schema of its own.
+//! Ignored unless run with `--ignored pg_` and `TOOLHOST_TEST_POSTGRES_URL` (`just test` and
+//! `.ci/run` do); then an unreachable server fails them.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{guest, temp_config, toml_path, toolhost, Cli};
+
+/// A schema of the test's own on the test server, dropped when the test ends.
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new() -> Schema {
+        let url = std::env::var("TOOLHOST_TEST_POSTGRES_URL").expect(
+            "set TOOLHOST_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test) and \
+             run with --ignored pg_",
+        );
+        Schema {
+            url,
+            name: format!("t_{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    /// The `[ledger]` section that puts a host on this schema.
+    fn ledger_section(&self) -> String {
+        format!(
+            "[ledger]\nurl = {:?}\nschema = {:?}\nlease_secs = 3\n",
+            self.url, self.name
+        )
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let config = toolhost::ledger::postgres::PgConfig {
+            url: self.url.clone(),
+            password_env: None,
+            schema: self.name.clone(),
+        };
+        let drop_it = async {
+            let client = config.connect().await.ok()?;
+            client
+                .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name))
+                .await
+                .ok()
+        };
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            rt.block_on(drop_it);
+        }
+    }
+}
+
+/// A loopback HTTP server that counts requests and answers each after `hold` (or never, for
+/// the first request, with `hold_first`), reporting each arrival.
+struct Server {
+    port: u16,
+    requests: Arc<AtomicUsize>,
+    arrived: mpsc::Receiver<()>,
+}
+
+fn server(hold: Duration, hold_first: bool) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let (tx, arrived) = mpsc::channel();
+    let counter = requests.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut sock) = stream else { return };
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            let _ = tx.send(());
+            if n == 0 && hold_first {
+                held.push(sock);
+                continue;
+            }
+            std::thread::spawn(move || {
+                let _ = sock.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf);
+                std::thread::sleep(hold);
+                let body = format!("answer {n}");
+                let _ = sock.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            });
+        }
+    });
+    Server {
+        port,
+        requests,
+        arrived,
+    }
+}
+
+/// A config for hosts on `schema` with `http_get` (risk `write`) allowed to reach `port`,
+/// with `extra` appended to its tool section, and `run` as the `[run]` section.
+fn config(schema: &Schema, port: u16, extra: &str, run: &str) -> (tempfile::TempDir, String) {
+    let (dir, path) = temp_config(&format!(
+        "data_dir = {}\n{run}\n{}[[component]]\npath = {}\nnetwork = {{ allow = [\"127.0.0.1:{port}\"] }}\n\
+         [component.tools.http-get]\nrisk = \"write\"\n{extra}",
+        crate::support::own_data(),
+        schema.ledger_section(),
+        toml_path(&guest("http-get")),
+    ));
+    let path = path.to_str().unwrap().to_owned();
+    (dir, path)
+}
+
+/// `toolhost call` as one host: `http_get` of `url` as alice, in run `R`.
+fn call_command(cfg: &str, call_id: &str, url: &str, token: Option<&str>) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    c.args([
+        "call",
+        "--config",
+        cfg,
+        "--principal",
+        "alice",
+        "--run-id",
+        "R",
+    ])
+    .args(["--call-id", call_id])
+    .current_dir(crate::support::repo());
+    if let Some(t) = token {
+        c.args(["--approval-token", t]);
+    }
+    c.args(["http_get", &json!({ "url": url }).to_string()]);
+    c
+}
+
+/// Run hosts at once, each its own process, and return what each printed.
+fn at_once(commands: Vec<Command>) -> Vec<Value> {
+    let children: Vec<Child> = commands
+        .into_iter()
+        .map(|mut c| {
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            serde_json::from_str(&stdout).unwrap_or_else(|e| {
+                panic!(
+                    "not JSON ({e}): {stdout}\nstderr: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })
+        })
+        .collect()
+}
+
+fn ledger(cfg: &str) -> Vec<Value> {
+    let out: Cli = toolhost(&["ledger", "--config", cfg, "--run", "R"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    out.json()["calls"].as_array().cloned().unwrap_or_default()
+}
+
+/// The same `(run, call id)` sent to three hosts at once runs once: the server sees one
+/// request, all three answer with the one recorded result, and the ledger holds one call.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_three_hosts_run_one_call_once() {
+    let schema = Schema::new();
+    let srv = server(Duration::from_millis(1500), false);
+    let (_d, cfg) = config(&schema, srv.port, "", "");
+    let url = format!("http://127.0.0.1:{}/once", srv.port);
+    let answers = at_once(
+        (0..3)
+            .map(|_| call_command(&cfg, "c1", &url, None))
+            .collect(),
+    );
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 1, "{answers:?}");
+    for a in &answers {
+        assert_eq!(a["status"], json!("completed"), "{a}");
+        assert_eq!(a, &answers[0]);
+    }
+    let calls = ledger(&cfg);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["status"], json!("completed"));
+}
+
+/// A run budget of 4 spread over three hosts (9 calls, three at a time): exactly 4 run; the
+/// other 5 end `budget_exhausted` without reaching the server.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_run_budget_holds_across_hosts() {
+    let schema = Schema::new();
+    let srv = server(Duration::ZERO, false);
+    let (_d, cfg) = config(&schema, srv.port, "", "[run]\nmax_calls = 4");
+    let url = format!("http://127.0.0.1:{}/budget", srv.port);
+    let mut answers = Vec::new();
+    for round in 0..3 {
+        answers.extend(at_once(
+            (0..3)
+                .map(|i| call_command(&cfg, &format!("b{round}-{i}"), &url, None))
+                .collect(),
+        ));
+    }
+    let completed = answers
+        .iter()
+        .filter(|a| a["status"] == json!("completed"))
+        .count();
+    let exhausted = answers
+        .iter()
+        .filter(|a| a["code"] == json!("budget_exhausted"))
+        .count();
+    assert_eq!((completed, exhausted), (4, 5), "{answers:?}");
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 4);
+}
+
+/// An approval token spent on one host is refused on the other two (`approval_reused`), and
+/// nothing runs for them.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_an_approval_token_is_single_use_across_hosts() {
+    let schema = Schema::new();
+    let srv = server(Duration::ZERO, false);
+    let (_d, cfg) = config(&schema, srv.port, "approval = \"required\"\n", "");
+    let url = format!("http://127.0.0.1:{}/approved", srv.port);
+    let asked = at_once(vec![call_command(&cfg, "ask", &url, None)]);
+    assert_eq!(asked[0]["code"], json!("approval_required"), "{}", asked[0]);
+    let handle = asked[0]["approval"]["handle"].as_str().unwrap().to_owned();
+    let minted = toolhost(&["approve", "--config", &cfg, &handle]);
+    assert_eq!(minted.status, 0, "{}", minted.stderr);
+    let token = minted.stdout.trim().to_owned();
+    let first = at_once(vec![call_command(&cfg, "use-1", &url, Some(&token))]);
+    assert_eq!(first[0]["status"], json!("completed"), "{}", first[0]);
+    let others = at_once(
+        ["use-2", "use-3"]
+            .iter()
+            .map(|id| call_command(&cfg, id, &url, Some(&token)))
+            .collect(),
+    );
+    for o in &others {
+        assert_eq!(o["code"], json!("approval_reused"), "{o}");
+    }
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 1);
+}
+
+/// A host killed (`kill -9`) in the middle of a write: once its lease passes (3 s here) another
+/// host closes the call as `outcome_unknown` — the same id sent to it answers that, and never
+/// runs again — while a third host serves its own call meanwhile.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_killed_hosts_call_ends_outcome_unknown_once_its_lease_passes() {
+    let schema = Schema::new();
+    let srv = server(Duration::ZERO, true);
+    let (_d, cfg) = config(&schema, srv.port, "", "");
+    let url = format!("http://127.0.0.1:{}/killed", srv.port);
+    let mut doomed = call_command(&cfg, "k1", &url, None)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    srv.arrived
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the call reached the server");
+    let open = ledger(&cfg);
+    assert_eq!(open[0]["state"], json!("started"), "{open:?}");
+    doomed.kill().unwrap(); // SIGKILL
+    doomed.wait().unwrap();
+    let answers = at_once(vec![
+        call_command(&cfg, "k1", &url, None),
+        call_command(&cfg, "other", &url, None),
+    ]);
+    assert_eq!(
+        answers[0]["status"],
+        json!("outcome_unknown"),
+        "{}",
+        answers[0]
+    );
+    assert_eq!(answers[1]["status"], json!("completed"), "{}", answers[1]);
+    assert_eq!(
+        srv.requests.load(Ordering::SeqCst),
+        2,
+        "k1 ran once, other once"
+    );
+    let again = at_once(vec![call_command(&cfg, "k1", &url, None)]);
+    assert_eq!(again[0], answers[0]);
+    let calls = ledger(&cfg);
+    let k1: Vec<_> = calls
+        .iter()
+        .filter(|c| c["call_id"] == json!("k1"))
+        .collect();
+    assert_eq!(k1.len(), 1);
+    assert_eq!(k1[0]["status"], json!("outcome_unknown"));
+}
