@@ -48,19 +48,23 @@ impl Drop for Schema {
             password_env: None,
             schema: self.name.clone(),
         };
-        let drop_it = async {
-            let client = config.connect().await.ok()?;
-            client
-                .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name))
-                .await
-                .ok()
-        };
-        if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            rt.block_on(drop_it);
-        }
+        let name = self.name.clone();
+        // On a thread of its own: the test may be inside a runtime, where blocking on another
+        // is refused.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let client = config.connect().await.ok()?;
+                client
+                    .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
+                    .await
+                    .ok()
+            })
+        })
+        .join();
     }
 }
 
@@ -307,4 +311,135 @@ fn pg_a_killed_hosts_call_ends_outcome_unknown_once_its_lease_passes() {
         .collect();
     assert_eq!(k1.len(), 1);
     assert_eq!(k1[0]["status"], json!("outcome_unknown"));
+}
+
+/// A loopback TCP proxy in front of the PostgreSQL server, which the test can take down (every
+/// connection through it cut, new ones dropped at once) and bring back: an outage of the
+/// database as one host sees it, without touching the server other tests use.
+struct Proxy {
+    port: u16,
+    down: Arc<std::sync::atomic::AtomicBool>,
+    open: Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: (String, u16)) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (d, o) = (down.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                if d.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection closes at once
+                }
+                let Ok(server) = std::net::TcpStream::connect((target.0.as_str(), target.1)) else {
+                    continue;
+                };
+                let mut kept = o.lock().unwrap();
+                kept.push(client.try_clone().unwrap());
+                kept.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, down, open }
+    }
+
+    /// Cut every connection and refuse new ones until [`Proxy::up`].
+    fn down(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn up(&self) {
+        self.down.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The database goes away under a running host and comes back: calls during the outage end
+/// `host_error` and run nothing; afterwards the same host — not restarted — serves again, and
+/// the ledger holds exactly the calls that ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
+    let schema = Schema::new();
+    let target: tokio_postgres::Config = schema.url.parse().unwrap();
+    let host = match &target.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        other => panic!("the test server must be reached over TCP, not {other:?}"),
+    };
+    let proxy = Proxy::start((host, target.get_ports()[0]));
+    let user = target.get_user().unwrap_or("postgres");
+    let db = target.get_dbname().unwrap_or("postgres");
+    let proxied = Schema {
+        url: format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port),
+        name: schema.name.clone(),
+    };
+    let srv = server(Duration::ZERO, false);
+    let (_d, cfg) = config(&proxied, srv.port, "", "");
+    std::mem::forget(proxied); // `schema` drops it, over the real server
+                               // Opened off the test's own runtime, as a host process opens it.
+    let cfg_path = std::path::PathBuf::from(&cfg);
+    let rt = tokio::task::spawn_blocking(move || crate::support::runtime(&cfg_path))
+        .await
+        .unwrap();
+    let ctx = rt.context("alice", "default");
+    let url = format!("http://127.0.0.1:{}/outage", srv.port);
+    let call = |id: &str| toolhost::ToolCall {
+        call_id: id.into(),
+        name: "http_get".into(),
+        arguments: json!({ "url": url }),
+    };
+    let before = rt.run_call(&ctx, &call("before"), None).await;
+    assert_eq!(before.status.as_str(), "completed", "{before:?}");
+
+    proxy.down();
+    for id in ["during-1", "during-2"] {
+        let r = rt.run_call(&ctx, &call(id), None).await;
+        assert_eq!(
+            (r.status.as_str(), r.code.map(|c| c.as_str())),
+            ("failed", Some("host_error")),
+            "{r:?}"
+        );
+    }
+    assert_eq!(
+        srv.requests.load(Ordering::SeqCst),
+        1,
+        "nothing ran during the outage"
+    );
+
+    proxy.up();
+    let after = rt.run_call(&ctx, &call("after"), None).await;
+    assert_eq!(after.status.as_str(), "completed", "{after:?}");
+    let retried = rt.run_call(&ctx, &call("during-1"), None).await;
+    assert_eq!(retried.status.as_str(), "completed", "{retried:?}");
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 3);
+    let mut recorded: Vec<String> = rt
+        .ledger
+        .calls(None)
+        .unwrap()
+        .into_iter()
+        .map(|c| format!("{} {:?}", c.call_id, c.status))
+        .collect();
+    recorded.sort();
+    assert_eq!(
+        recorded,
+        [
+            "after Some(Completed)",
+            "before Some(Completed)",
+            "during-1 Some(Completed)"
+        ]
+    );
 }

@@ -22,7 +22,9 @@ use crate::contract::{Code, Decision, Stage};
 pub struct PgBackend {
     /// Taken only by `Drop`.
     runtime: Option<Runtime>,
-    client: Client,
+    /// `None` after the server dropped the connection: the next group connects again.
+    client: Option<Client>,
+    config: PgConfig,
     owner: String,
 }
 
@@ -31,6 +33,7 @@ impl PgBackend {
     /// to call from any thread: the connecting is done on a thread of its own, since a
     /// runtime cannot be blocked on from inside another.
     pub fn connect(config: &PgConfig, owner: String) -> Result<PgBackend, LedgerError> {
+        let kept = config.clone();
         let config = config.clone();
         let connecting = std::thread::Builder::new()
             .name("toolhost-ledger-connect".into())
@@ -50,32 +53,49 @@ impl PgBackend {
         })??;
         Ok(PgBackend {
             runtime: Some(runtime),
-            client,
+            client: Some(client),
+            config: kept,
             owner,
         })
     }
 
-    async fn apply_group(
-        client: &mut Client,
-        owner: &str,
-        writes: &[Write],
-    ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
-        let mut tx = client.transaction().await?;
+    /// Apply one group in one transaction. A `BEGIN` that fails is [`Group::NotStarted`]:
+    /// nothing of the group reached the server, so it may be sent again on a new connection.
+    async fn apply_group(client: &mut Client, owner: &str, writes: &[Write]) -> Group {
+        let mut tx = match client.transaction().await {
+            Ok(tx) => tx,
+            Err(e) => return Group::NotStarted(e.into()),
+        };
         let mut results = Vec::with_capacity(writes.len());
         for write in writes {
-            let sp = tx.savepoint("w").await?;
+            let sp = match tx.savepoint("w").await {
+                Ok(sp) => sp,
+                Err(e) => return Group::Failed(e.into()),
+            };
             let result = apply_one(&sp, owner, write).await;
-            match &result {
-                Ok(_) => sp.commit().await?,
-                Err(_) => sp.rollback().await?,
+            let ended = match &result {
+                Ok(_) => sp.commit().await,
+                Err(_) => sp.rollback().await,
+            };
+            if let Err(e) = ended {
+                return Group::Failed(e.into());
             }
             results.push(result);
         }
-        tx.commit()
-            .await
-            .map_err(|e| LedgerError::Commit(e.to_string()))?;
-        Ok(results)
+        match tx.commit().await {
+            Ok(()) => Group::Applied(results),
+            Err(e) => Group::Failed(LedgerError::Commit(e.to_string())),
+        }
     }
+}
+
+/// How applying a group ended.
+enum Group {
+    Applied(Vec<Result<Applied, LedgerError>>),
+    /// The transaction never began (typically: the connection was found closed).
+    NotStarted(LedgerError),
+    /// The transaction failed: nothing of the group is committed.
+    Failed(LedgerError),
 }
 
 impl Backend for PgBackend {
@@ -86,12 +106,57 @@ impl Backend for PgBackend {
         let PgBackend {
             runtime,
             client,
+            config,
             owner,
         } = self;
         let runtime = runtime
             .as_ref()
             .ok_or_else(|| LedgerError::Commit("the ledger's writer has stopped".into()))?;
-        runtime.block_on(Self::apply_group(client, owner, writes))
+        runtime.block_on(async {
+            // A connection the server dropped (a restart, an outage) is made again here, so
+            // the group after an outage commits without restarting the host. This runtime
+            // only runs while a group is applied, so a connection cut meanwhile is found
+            // closed by the group's `BEGIN`: then the group, which did not start, is sent
+            // once more on a new connection.
+            for attempt in 0..2 {
+                if client.as_ref().is_none_or(Client::is_closed) {
+                    *client = None;
+                    *client = Some(config.connect().await?);
+                }
+                let Some(c) = client.as_mut() else {
+                    return Err(LedgerError::Commit(
+                        "no connection to the ledger's server".into(),
+                    ));
+                };
+                let group = tokio::time::timeout(
+                    super::store::OPERATION_TIMEOUT,
+                    Self::apply_group(c, owner, writes),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Group::Failed(LedgerError::Commit(
+                        "the ledger's server did not answer in time".into(),
+                    ))
+                });
+                match group {
+                    Group::Applied(results) => return Ok(results),
+                    Group::NotStarted(e) => {
+                        *client = None;
+                        if attempt == 1 {
+                            return Err(e);
+                        }
+                    }
+                    Group::Failed(e) => {
+                        // A group cut short may leave the connection mid-transaction.
+                        *client = None;
+                        return Err(e);
+                    }
+                }
+            }
+            Err(LedgerError::Commit(
+                "no connection to the ledger's server".into(),
+            ))
+        })
     }
 
     fn commits_anywhere(&self) -> bool {

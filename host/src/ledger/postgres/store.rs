@@ -25,6 +25,32 @@ use super::backend::close_call;
 use super::PgConfig;
 use crate::contract::{Decision, Stage, ToolResult};
 
+/// The store's connection, made again when the server dropped it (a restart, a network
+/// failure): the next query after an outage reconnects, so hosts need no restart.
+struct Connector {
+    config: PgConfig,
+    client: tokio::sync::Mutex<Option<Arc<Client>>>,
+}
+
+impl Connector {
+    /// A connection that is still open, connecting again if the last one closed.
+    async fn get(&self) -> Result<Arc<Client>, LedgerError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        *slot = None;
+        let fresh = Arc::new(self.config.connect().await?);
+        *slot = Some(fresh.clone());
+        Ok(fresh)
+    }
+}
+
+/// How long one ledger operation may wait for the server before it fails (a host error for
+/// the call; nothing runs unrecorded). Bounds a query on a connection the network cut
+/// without closing it.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A run budget a call would break.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Budget {
@@ -40,7 +66,7 @@ const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT"
 /// The reads, tokens, lease and recovery of a PostgreSQL ledger (see the module docs).
 pub struct PgStore {
     runtime: Option<Runtime>,
-    client: Arc<Client>,
+    client: Arc<Connector>,
     owner: String,
     lease: Duration,
 }
@@ -57,14 +83,14 @@ impl PgStore {
             .thread_name("toolhost-ledger-pg")
             .enable_all()
             .build()?;
-        let config = config.clone();
+        let connecting = config.clone();
         // On the store's own runtime, waited for on a channel: the caller may itself be
         // inside a runtime, where blocking on another is refused.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         runtime.spawn(async move {
             let connected = async {
-                let mut client = config.connect().await?;
-                super::migrate(&mut client, &config.schema).await?;
+                let mut client = connecting.connect().await?;
+                super::migrate(&mut client, &connecting.schema).await?;
                 Ok::<_, LedgerError>(client)
             };
             let _ = tx.send(connected.await);
@@ -83,7 +109,10 @@ impl PgStore {
         };
         let store = PgStore {
             runtime: Some(runtime),
-            client: Arc::new(client),
+            client: Arc::new(Connector {
+                config: config.clone(),
+                client: tokio::sync::Mutex::new(Some(Arc::new(client))),
+            }),
             owner,
             lease,
         };
@@ -106,7 +135,15 @@ impl PgStore {
     ) -> Result<T, LedgerError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.runtime().spawn(async move {
-            let _ = tx.send(work.await);
+            let answer = tokio::time::timeout(OPERATION_TIMEOUT, work)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(LedgerError::Commit(format!(
+                        "the ledger's server did not answer within {} s",
+                        OPERATION_TIMEOUT.as_secs()
+                    )))
+                });
+            let _ = tx.send(answer);
         });
         rx.recv().unwrap_or_else(|_| {
             Err(LedgerError::Commit(
@@ -115,14 +152,14 @@ impl PgStore {
         })
     }
 
-    fn client(&self) -> Arc<Client> {
+    fn client(&self) -> Arc<Connector> {
         self.client.clone()
     }
 
     /// Take or extend this host's lease by the database's clock.
     fn renew_lease(&self) -> Result<(), LedgerError> {
         let (c, owner, ms) = (self.client(), self.owner.clone(), lease_ms(self.lease));
-        self.run(async move { renew(&c, &owner, ms).await })
+        self.run(async move { renew(&*c.get().await?, &owner, ms).await })
     }
 
     /// Renew the lease every third of its length, and recover lapsed hosts' calls every half.
@@ -137,10 +174,14 @@ impl PgStore {
                         // A failed renewal is retried at the next tick; if the lease lapses
                         // meanwhile, other hosts close this host's open calls and its own
                         // outcomes for them are refused (`AlreadyFinished`).
-                        let _ = renew(&c, &owner, lease_ms(lease)).await;
+                        if let Ok(client) = c.get().await {
+                            let _ = renew(&client, &owner, lease_ms(lease)).await;
+                        }
                     }
                     _ = recover_every.tick() => {
-                        let _ = recover(&c).await;
+                        if let Ok(client) = c.get().await {
+                            let _ = recover(&client).await;
+                        }
                     }
                 }
             }
@@ -155,6 +196,7 @@ impl PgStore {
     pub fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {
         let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
         self.run(async move {
+            let c = c.get().await?;
             Ok(c.query_opt(
                 "SELECT 1 FROM calls WHERE run_id = $1 AND call_id = $2",
                 &[&r, &k],
@@ -167,6 +209,7 @@ impl PgStore {
     pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
         let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
         self.run(async move {
+            let c = c.get().await?;
             let row = c
                 .query_opt(
                     "SELECT result_json FROM calls WHERE run_id = $1 AND call_id = $2",
@@ -187,6 +230,7 @@ impl PgStore {
     pub fn consume_token(&self, token_id: &str, expires_at_unix: i64) -> Result<bool, LedgerError> {
         let (c, t) = (self.client(), token_id.to_owned());
         self.run(async move {
+            let c = c.get().await?;
             let n = c
                 .execute(
                     "INSERT INTO used_tokens (token_id, expires_at_unix, used_at_ms)
@@ -201,6 +245,7 @@ impl PgStore {
     pub fn prune_used_tokens(&self, before_unix: i64) -> Result<u64, LedgerError> {
         let c = self.client();
         self.run(async move {
+            let c = c.get().await?;
             Ok(c.execute(
                 "DELETE FROM used_tokens WHERE expires_at_unix < $1",
                 &[&before_unix],
@@ -217,6 +262,7 @@ impl PgStore {
     ) -> Result<bool, LedgerError> {
         let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
         self.run(async move {
+            let c = c.get().await?;
             if c.query_opt(
                 "SELECT 1 FROM calls WHERE run_id = $1 AND call_id = $2",
                 &[&r, &k],
@@ -249,6 +295,7 @@ impl PgStore {
         let c = self.client();
         let (r, kind, digest) = (run_id.to_owned(), kind.to_owned(), digest.to_owned());
         self.run(async move {
+            let c = c.get().await?;
             c.execute(
                 "INSERT INTO transcript (run_id, step, kind, digest, size, at_ms)
                  VALUES ($1, $2, $3, $4, $5, $6)",
@@ -269,6 +316,7 @@ impl PgStore {
     pub fn transcript_entries(&self, run_id: &str) -> Result<Vec<TranscriptEntry>, LedgerError> {
         let (c, r) = (self.client(), run_id.to_owned());
         self.run(async move {
+            let c = c.get().await?;
             let rows = c
                 .query(
                     "SELECT run_id, step, kind, digest, size, at_ms FROM transcript
@@ -296,6 +344,7 @@ impl PgStore {
     pub fn approval_request(&self, digest: &str) -> Result<Option<(String, String)>, LedgerError> {
         let (c, d) = (self.client(), digest.to_owned());
         self.run(async move {
+            let c = c.get().await?;
             Ok(c.query_opt(
                 "SELECT run_id, call_id FROM approval_requests WHERE digest = $1",
                 &[&d],
@@ -308,6 +357,7 @@ impl PgStore {
     pub fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
         let (c, run) = (self.client(), run.map(str::to_owned));
         self.run(async move {
+            let c = c.get().await?;
             let sql = format!(
                 "SELECT {CALL_COLUMNS}
                  FROM calls c
@@ -359,6 +409,7 @@ impl PgStore {
             max_calls_per_tool.map(to_sql_u64),
         );
         self.run(async move {
+            let c = c.get().await?;
             let row = c
                 .query_one(
                     "SELECT take_budget($1, $2, $3, $4)",
@@ -378,6 +429,7 @@ impl PgStore {
     pub fn take_rate(&self, principal: &str, rate: f64, burst: f64) -> Result<bool, LedgerError> {
         let (c, p) = (self.client(), principal.to_owned());
         self.run(async move {
+            let c = c.get().await?;
             let refill = format!(
                 "LEAST($3::FLOAT8, b.tokens + ({DB_NOW_MS} - b.at_ms) * $2::FLOAT8 / 1000.0)"
             );
@@ -403,7 +455,7 @@ impl PgStore {
     /// another host is closing right now is skipped, not waited for.
     pub fn recover(&self) -> Result<Vec<(String, String)>, LedgerError> {
         let c = self.client();
-        self.run(async move { recover(&c).await })
+        self.run(async move { recover(&*c.get().await?).await })
     }
 }
 
