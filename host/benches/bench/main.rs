@@ -12,6 +12,7 @@
 //! - `procs`: figures that need the real binary (MCP over stdio, cold start).
 
 mod http;
+mod postgres;
 mod procs;
 mod setup;
 mod stats;
@@ -99,7 +100,7 @@ fn main() {
     }
 }
 
-/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_write|realistic|throughput_64`: run only that
+/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_write|realistic|throughput_64|postgres|…`: run only that
 /// workload, long enough for `perf record` (no report).
 fn profile(what: &str) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -129,6 +130,15 @@ fn profile(what: &str) {
             }
             "throughput_1" => {
                 throughput(&runtime, 1, 40_000).await;
+            }
+            "postgres" => {
+                for f in postgres::figures(dir.path(), 4000)
+                    .await
+                    .map(|p| p.0)
+                    .unwrap_or_default()
+                {
+                    println!("{}: {}", f.name, f.note);
+                }
             }
             "mcp_stdio" => {
                 let (seq, _) = procs::mcp_stdio(&config, 10_000, 16).await;
@@ -601,7 +611,10 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         .await
         .against(&mcp_seq);
 
-    // 6. cold start
+    // 6. many hosts on one PostgreSQL ledger (when a server is named)
+    let pg = postgres::figures(dir, plan.throughput_calls).await;
+
+    // 7. cold start
     let one = setup::copies_config(dir, 1);
     let ten = setup::copies_config(dir, 10);
     let data1 = dir.join("data-1");
@@ -631,7 +644,7 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         "10 components configured, cache warm",
     );
 
-    let targets = vec![
+    let mut targets = vec![
         (
             "pipeline (read tool) / floor ≤ 2.0".to_string(),
             pipeline.median / floor.median <= 2.0,
@@ -690,6 +703,15 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
             ),
         ),
     ];
+    let mut pg_figures = Vec::new();
+    if let Some((figs, ratio)) = pg {
+        targets.push((
+            "PostgreSQL ledger: 3 hosts' aggregate calls/s ≥ 1 host's".to_string(),
+            ratio >= 1.0,
+            format!("{ratio:.2}×"),
+        ));
+        pg_figures = figs;
+    }
     let mut all = vec![
         floor,
         pipeline,
@@ -719,5 +741,6 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         memory_idle,
         memory_peak,
     ]);
+    all.append(&mut pg_figures);
     (all, targets)
 }

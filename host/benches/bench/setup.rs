@@ -52,6 +52,31 @@ pub fn config_with(dir: &Path, synchronous_full: bool, risk: &str) -> PathBuf {
     path
 }
 
+/// The read-tool config on a PostgreSQL ledger (`url`, in `schema`), for the multi-host figures.
+pub fn postgres_config(dir: &Path, url: &str, schema: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("the bench directory is created");
+    let text = format!(
+        "data_dir = {data}
+         [limits]
+memory_bytes = 33_554_432
+deadline_ms = 30_000
+         [run]
+max_concurrent_calls = 128
+         [ledger]
+url = {url:?}
+schema = {schema:?}
+         [[component]]
+path = {component}
+risk = \"read\"
+",
+        data = toml_path(&dir.join("data-pg")),
+        component = toml_path(&bench_component()),
+    );
+    let path = dir.join("postgres.toml");
+    std::fs::write(&path, text).expect("the bench config is written");
+    path
+}
+
 /// A config with `n` distinct copies of the bench component (tools renamed `add_<i>` …).
 pub fn copies_config(dir: &Path, n: usize) -> PathBuf {
     let original = std::fs::read(bench_component()).expect("the component reads");
