@@ -189,6 +189,7 @@ impl Config {
         }
         self.limits.validate("limits", &mut p);
         self.run.validate(&mut p);
+        self.ledger.validate(&mut p);
         if let Some(policy) = &self.policy {
             crate::policy::validate(policy, &mut p);
         }

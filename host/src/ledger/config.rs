@@ -102,6 +102,21 @@ impl LedgerConfig {
         Ok(Some((config, Duration::from_secs(secs))))
     }
 
+    /// Every problem with these settings that can be seen without connecting (`check-config`
+    /// and startup report them with the others).
+    pub fn validate(&self, problems: &mut Vec<crate::contract::ConfigProblem>) {
+        let checked = self
+            .postgres()
+            .and_then(|pg| pg.map_or(Ok(()), |(pg, _)| pg.check()));
+        if let Err(e) = checked {
+            let message = match e {
+                LedgerError::Unsupported(m) => m,
+                other => other.to_string(),
+            };
+            problems.push(crate::contract::ConfigProblem::new("ledger", message));
+        }
+    }
+
     /// Open the ledger these settings name: PostgreSQL when `url` is set, else the SQLite file
     /// `ledger.sqlite` in `data`.
     pub fn open(&self, data: &Path) -> Result<Ledger, LedgerError> {

@@ -1,20 +1,25 @@
-//! The server backend: the ledger in PostgreSQL, shared by every host that points at it.
-//!
-//! This is the first part of running many hosts on one ledger (`docs/ledger-postgres.md`):
-//! the schema and its versioned migrations ([`schema`]), and the call path's writes behind the
-//! same [`Backend`](super::Backend) interface as SQLite ([`PgBackend`]), with the same
-//! admission rule — one `(run, call id)` is admitted once, whichever connection sees it first,
-//! because the unique key decides (`INSERT … ON CONFLICT DO NOTHING` waits for a concurrent
-//! admission of the same key to commit or roll back).
+//! The server backend: the ledger in PostgreSQL, shared by every host that points at it
+//! (`[ledger] url`; `docs/ledger-postgres.md`). Every cross-call guarantee is decided in the
+//! database: admission by the calls' unique key (`INSERT … ON CONFLICT DO NOTHING` waits for
+//! a concurrent admission of the same key to commit or roll back), run budgets and rates by
+//! shared counters, single-use tokens by their key, and a dead host's open calls by leases.
 //!
 //! # Layout
 //! - [`PgConfig`]: where the database is; the password comes from an environment variable the
 //!   config names, never from the config itself.
-//! - `schema.rs`: migrations, applied under an advisory lock so hosts starting together do not
-//!   race.
-//! - `backend.rs`: [`PgBackend`], a group per transaction, a savepoint per write.
+//! - `schema.rs`: versioned migrations, applied under an advisory lock so hosts starting
+//!   together migrate once.
+//! - `backend.rs`: [`PgBackend`], the call path's writes behind the same
+//!   [`Backend`](super::Backend) interface as SQLite: a group per transaction, a savepoint per
+//!   write; `calls.rs`: the statements on one call's row.
+//! - `store.rs`: [`PgStore`], everything else (reads, tokens, transcripts) on a runtime of its
+//!   own, callable from any thread; `lease.rs`: leases and recovery; `limits.rs`: budgets and
+//!   rate buckets.
 
 mod backend;
+mod calls;
+mod lease;
+mod limits;
 mod schema;
 mod store;
 
@@ -22,8 +27,9 @@ mod store;
 mod tests;
 
 pub use backend::PgBackend;
+pub use limits::Budget;
 pub use schema::{migrate, SCHEMA_VERSION};
-pub use store::{Budget, PgStore};
+pub use store::PgStore;
 
 use tokio_postgres::{Client, NoTls};
 
@@ -69,6 +75,13 @@ impl PgConfig {
         }
         config.application_name("toolhost");
         Ok(config)
+    }
+
+    /// Check the settings without connecting: the url parses and carries no password, the
+    /// password variable (if named) is set, the schema is a plain name.
+    pub fn check(&self) -> Result<(), LedgerError> {
+        check_schema_name(&self.schema)?;
+        self.settings().map(|_| ())
     }
 
     /// One connection, its driver spawned on the current tokio runtime, with the ledger's

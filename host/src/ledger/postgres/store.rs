@@ -15,26 +15,24 @@ use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio_postgres::Client;
 
-use super::super::audit::{event_lines, RawCall, TranscriptEntry, CALL_COLUMNS};
+use super::super::audit::{RawCall, TranscriptEntry, CALL_COLUMNS};
 use super::super::codec::{decode_result, from_sql_u64, to_sql_u64};
 use super::super::error::check_key;
-use super::super::outcome::Outcome;
-use super::super::recovery::outcome_unknown;
 use super::super::{now_ms, CallRecord, LedgerError};
-use super::backend::close_call;
+use super::lease::{lease_ms, recover, renew};
 use super::PgConfig;
-use crate::contract::{Decision, Stage, ToolResult};
+use crate::contract::ToolResult;
 
 /// The store's connection, made again when the server dropped it (a restart, a network
 /// failure): the next query after an outage reconnects, so hosts need no restart.
-struct Connector {
+pub(super) struct Connector {
     config: PgConfig,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
 }
 
 impl Connector {
     /// A connection that is still open, connecting again if the last one closed.
-    async fn get(&self) -> Result<Arc<Client>, LedgerError> {
+    pub(super) async fn get(&self) -> Result<Arc<Client>, LedgerError> {
         let mut slot = self.client.lock().await;
         if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
@@ -51,17 +49,8 @@ impl Connector {
 /// without closing it.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A run budget a call would break.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Budget {
-    /// `max_calls`: the run's calls in all.
-    Run,
-    /// `max_calls_per_tool`: the run's calls of this tool.
-    Tool,
-}
-
 /// The database's clock, in unix milliseconds (leases are judged by it alone).
-const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
+pub(super) const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
 
 /// The reads, tokens, lease and recovery of a PostgreSQL ledger (see the module docs).
 pub struct PgStore {
@@ -129,7 +118,7 @@ impl PgStore {
     }
 
     /// Run `work` on the store's runtime and wait for it (from any thread).
-    fn run<T: Send + 'static>(
+    pub(super) fn run<T: Send + 'static>(
         &self,
         work: impl Future<Output = Result<T, LedgerError>> + Send + 'static,
     ) -> Result<T, LedgerError> {
@@ -152,19 +141,19 @@ impl PgStore {
         })
     }
 
-    fn client(&self) -> Arc<Connector> {
+    pub(super) fn connector(&self) -> Arc<Connector> {
         self.client.clone()
     }
 
     /// Take or extend this host's lease by the database's clock.
     fn renew_lease(&self) -> Result<(), LedgerError> {
-        let (c, owner, ms) = (self.client(), self.owner.clone(), lease_ms(self.lease));
+        let (c, owner, ms) = (self.connector(), self.owner.clone(), lease_ms(self.lease));
         self.run(async move { renew(&*c.get().await?, &owner, ms).await })
     }
 
     /// Renew the lease every third of its length, and recover lapsed hosts' calls every half.
     fn spawn_upkeep(&self) {
-        let (c, owner, lease) = (self.client(), self.owner.clone(), self.lease);
+        let (c, owner, lease) = (self.connector(), self.owner.clone(), self.lease);
         self.runtime().spawn(async move {
             let mut renew_every = tokio::time::interval(lease / 3);
             let mut recover_every = tokio::time::interval(lease / 2);
@@ -194,7 +183,7 @@ impl PgStore {
     }
 
     pub fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {
-        let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
+        let (c, r, k) = (self.connector(), run_id.to_owned(), call_id.to_owned());
         self.run(async move {
             let c = c.get().await?;
             Ok(c.query_opt(
@@ -207,7 +196,7 @@ impl PgStore {
     }
 
     pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
-        let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
+        let (c, r, k) = (self.connector(), run_id.to_owned(), call_id.to_owned());
         self.run(async move {
             let c = c.get().await?;
             let row = c
@@ -228,7 +217,7 @@ impl PgStore {
     }
 
     pub fn consume_token(&self, token_id: &str, expires_at_unix: i64) -> Result<bool, LedgerError> {
-        let (c, t) = (self.client(), token_id.to_owned());
+        let (c, t) = (self.connector(), token_id.to_owned());
         self.run(async move {
             let c = c.get().await?;
             let n = c
@@ -243,7 +232,7 @@ impl PgStore {
     }
 
     pub fn prune_used_tokens(&self, before_unix: i64) -> Result<u64, LedgerError> {
-        let c = self.client();
+        let c = self.connector();
         self.run(async move {
             let c = c.get().await?;
             Ok(c.execute(
@@ -260,7 +249,7 @@ impl PgStore {
         call_id: &str,
         json: String,
     ) -> Result<bool, LedgerError> {
-        let (c, r, k) = (self.client(), run_id.to_owned(), call_id.to_owned());
+        let (c, r, k) = (self.connector(), run_id.to_owned(), call_id.to_owned());
         self.run(async move {
             let c = c.get().await?;
             if c.query_opt(
@@ -292,7 +281,7 @@ impl PgStore {
         size: u64,
     ) -> Result<(), LedgerError> {
         check_key(run_id, "", "")?;
-        let c = self.client();
+        let c = self.connector();
         let (r, kind, digest) = (run_id.to_owned(), kind.to_owned(), digest.to_owned());
         self.run(async move {
             let c = c.get().await?;
@@ -314,7 +303,7 @@ impl PgStore {
     }
 
     pub fn transcript_entries(&self, run_id: &str) -> Result<Vec<TranscriptEntry>, LedgerError> {
-        let (c, r) = (self.client(), run_id.to_owned());
+        let (c, r) = (self.connector(), run_id.to_owned());
         self.run(async move {
             let c = c.get().await?;
             let rows = c
@@ -342,7 +331,7 @@ impl PgStore {
     }
 
     pub fn approval_request(&self, digest: &str) -> Result<Option<(String, String)>, LedgerError> {
-        let (c, d) = (self.client(), digest.to_owned());
+        let (c, d) = (self.connector(), digest.to_owned());
         self.run(async move {
             let c = c.get().await?;
             Ok(c.query_opt(
@@ -355,7 +344,7 @@ impl PgStore {
     }
 
     pub fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
-        let (c, run) = (self.client(), run.map(str::to_owned));
+        let (c, run) = (self.connector(), run.map(str::to_owned));
         self.run(async move {
             let c = c.get().await?;
             let sql = format!(
@@ -394,67 +383,11 @@ impl PgStore {
         })
     }
 
-    /// Count one call of `tool` in `run` against its budgets, shared by every host: `None` when
-    /// counted, else the budget it would break (nothing counted).
-    pub fn take_budget(
-        &self,
-        run: &str,
-        tool: &str,
-        max_calls: Option<u64>,
-        max_calls_per_tool: Option<u64>,
-    ) -> Result<Option<Budget>, LedgerError> {
-        let (c, r, t) = (self.client(), run.to_owned(), tool.to_owned());
-        let (total, per_tool) = (
-            max_calls.map(to_sql_u64),
-            max_calls_per_tool.map(to_sql_u64),
-        );
-        self.run(async move {
-            let c = c.get().await?;
-            let row = c
-                .query_one(
-                    "SELECT take_budget($1, $2, $3, $4)",
-                    &[&r, &t, &total, &per_tool],
-                )
-                .await?;
-            Ok(match row.get::<_, Option<String>>(0).as_deref() {
-                None => None,
-                Some("run") => Some(Budget::Run),
-                Some(_) => Some(Budget::Tool),
-            })
-        })
-    }
-
-    /// Take one call from `principal`'s token bucket (`rate` per second, at most `burst`),
-    /// shared by every host: `false` when it is empty.
-    pub fn take_rate(&self, principal: &str, rate: f64, burst: f64) -> Result<bool, LedgerError> {
-        let (c, p) = (self.client(), principal.to_owned());
-        self.run(async move {
-            let c = c.get().await?;
-            let refill = format!(
-                "LEAST($3::FLOAT8, b.tokens + ({DB_NOW_MS} - b.at_ms) * $2::FLOAT8 / 1000.0)"
-            );
-            let row = c
-                .query_opt(
-                    &format!(
-                        "INSERT INTO rate_buckets AS b (principal, tokens, at_ms)
-                         VALUES ($1, $3::FLOAT8 - 1, {DB_NOW_MS})
-                         ON CONFLICT (principal) DO UPDATE
-                             SET tokens = {refill} - 1, at_ms = {DB_NOW_MS}
-                             WHERE {refill} >= 1
-                         RETURNING tokens"
-                    ),
-                    &[&p, &rate, &burst],
-                )
-                .await?;
-            Ok(row.is_some())
-        })
-    }
-
     /// Close, as `outcome_unknown`, every open call whose host's lease has passed (or that has
     /// no host), and return them. Calls of hosts that hold their lease are left alone; a call
     /// another host is closing right now is skipped, not waited for.
     pub fn recover(&self) -> Result<Vec<(String, String)>, LedgerError> {
-        let c = self.client();
+        let c = self.connector();
         self.run(async move { recover(&*c.get().await?).await })
     }
 }
@@ -467,60 +400,4 @@ impl Drop for PgStore {
             rt.shutdown_background();
         }
     }
-}
-
-fn lease_ms(lease: Duration) -> i64 {
-    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
-}
-
-async fn renew(c: &Client, owner: &str, lease_ms: i64) -> Result<(), LedgerError> {
-    c.execute(
-        &format!(
-            "INSERT INTO hosts (owner, lease_until_ms, started_at_ms)
-             VALUES ($1, {DB_NOW_MS} + $2, {DB_NOW_MS})
-             ON CONFLICT (owner) DO UPDATE SET lease_until_ms = excluded.lease_until_ms"
-        ),
-        &[&owner, &lease_ms],
-    )
-    .await?;
-    Ok(())
-}
-
-async fn recover(c: &Client) -> Result<Vec<(String, String)>, LedgerError> {
-    let rows = c
-        .query(
-            &format!(
-                "SELECT run_id, call_id, tool, state FROM calls c
-                 WHERE state <> 'finished'
-                   AND NOT EXISTS (SELECT 1 FROM hosts h
-                                   WHERE h.owner = c.owner AND h.lease_until_ms >= {DB_NOW_MS})
-                 ORDER BY seq"
-            ),
-            &[],
-        )
-        .await?;
-    let mut closed = Vec::new();
-    for row in rows {
-        let (run_id, call_id, tool, state): (String, String, String, String) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
-        let outcome = Outcome::of(&outcome_unknown(&call_id, tool))?;
-        let now = now_ms();
-        let detail = format!(
-            "the host's lease passed while this call was {state}; closed as outcome_unknown, \
-             never re-run"
-        );
-        let lines = event_lines([(
-            now,
-            Stage::Recover.as_str(),
-            Decision::OutcomeUnknown.as_str(),
-            detail.as_str(),
-        )])?;
-        match close_call(c, &run_id, &call_id, &outcome, now, &lines).await {
-            Ok(()) => closed.push((run_id, call_id)),
-            // Its host finished it, or another host recovered it, in between: one outcome.
-            Err(LedgerError::AlreadyFinished { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(closed)
 }

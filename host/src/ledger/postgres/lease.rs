@@ -1,0 +1,71 @@
+//! Host leases and recovery on a shared ledger (schema version 2): a host renews its lease by
+//! the database's clock; any host closes the open calls of hosts whose lease has passed as
+//! `outcome_unknown`, once each.
+
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use super::super::audit::event_lines;
+use super::super::outcome::Outcome;
+use super::super::recovery::outcome_unknown;
+use super::super::{now_ms, LedgerError};
+use super::calls::close_call;
+use super::store::DB_NOW_MS;
+use crate::contract::{Decision, Stage};
+
+pub(super) fn lease_ms(lease: Duration) -> i64 {
+    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
+}
+
+pub(super) async fn renew(c: &Client, owner: &str, lease_ms: i64) -> Result<(), LedgerError> {
+    c.execute(
+        &format!(
+            "INSERT INTO hosts (owner, lease_until_ms, started_at_ms)
+             VALUES ($1, {DB_NOW_MS} + $2, {DB_NOW_MS})
+             ON CONFLICT (owner) DO UPDATE SET lease_until_ms = excluded.lease_until_ms"
+        ),
+        &[&owner, &lease_ms],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn recover(c: &Client) -> Result<Vec<(String, String)>, LedgerError> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT run_id, call_id, tool, state FROM calls c
+                 WHERE state <> 'finished'
+                   AND NOT EXISTS (SELECT 1 FROM hosts h
+                                   WHERE h.owner = c.owner AND h.lease_until_ms >= {DB_NOW_MS})
+                 ORDER BY seq"
+            ),
+            &[],
+        )
+        .await?;
+    let mut closed = Vec::new();
+    for row in rows {
+        let (run_id, call_id, tool, state): (String, String, String, String) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let outcome = Outcome::of(&outcome_unknown(&call_id, tool))?;
+        let now = now_ms();
+        let detail = format!(
+            "the host's lease passed while this call was {state}; closed as outcome_unknown, \
+             never re-run"
+        );
+        let lines = event_lines([(
+            now,
+            Stage::Recover.as_str(),
+            Decision::OutcomeUnknown.as_str(),
+            detail.as_str(),
+        )])?;
+        match close_call(c, &run_id, &call_id, &outcome, now, &lines).await {
+            Ok(()) => closed.push((run_id, call_id)),
+            // Its host finished it, or another host recovered it, in between: one outcome.
+            Err(LedgerError::AlreadyFinished { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(closed)
+}
