@@ -1,22 +1,33 @@
-//! The call path's writes in PostgreSQL: a group per transaction, each write inside a savepoint
-//! of its own so that one write's failure rolls back that write alone — the contract of
-//! [`Backend`], as SQLite keeps it (`ledger/sqlite.rs`).
+//! The call path's writes in PostgreSQL: a group in one round trip. `toolhost_apply` (schema
+//! version 4) applies the group's writes in order in the one transaction of its statement,
+//! each in a subtransaction of its own so that one write's failure is that write's alone —
+//! the contract of [`Backend`], as SQLite keeps it (`ledger/sqlite.rs`) — and answers for
+//! each. Everything a write stores that does not depend on the database (event lines, the
+//! outcome's columns) is computed here, by the same code SQLite's writes use (`group.rs`
+//! gets them ready on the callers' threads).
+//!
+//! A group carries an id the server remembers with its answers: when a connection drops
+//! mid-group the writer cannot tell whether the group committed, so it sends the same group
+//! once more on a new connection, and the server either applies it (it had not) or answers
+//! from its record (it had) — never both.
 //!
 //! The client is asynchronous; the backend owns a single-threaded runtime and blocks on it,
 //! so it runs only on the group writer's own thread, never inline on an async worker
 //! ([`Backend::commits_anywhere`] is `false`).
 
+use serde_json::{json, Value};
 use tokio::runtime::Runtime;
-use tokio_postgres::{Client, GenericClient};
+use tokio_postgres::Client;
 
-use super::super::audit::pending_lines;
-use super::super::write::{Applied, Backend, Write};
+use super::super::audit::{event_lines, pending_lines, PendingEvent, MAX_APPENDED_EVENTS_CHARS};
+use super::super::codec::decode_result;
+use super::super::error::check_key;
+use super::super::outcome::Outcome;
+use super::super::write::{Applied, Backend, CallKey, Write};
 use super::super::{now_ms, Admission, LedgerError};
-use super::calls::{
-    admission_lines, append_lines, call_state, check_result_id, close_call, decide, insert,
-    note_approval_requests,
-};
+use super::calls::{admission_lines, approval_digests, check_result_id, CAPPED, CAPPED_DETAIL};
 use super::PgConfig;
+use crate::contract::Stage;
 
 /// The writer's own connection to the PostgreSQL ledger, and the lease its calls are owned by.
 pub struct PgBackend {
@@ -29,9 +40,6 @@ pub struct PgBackend {
 }
 
 impl PgBackend {
-    /// Connect (and migrate the schema, under its lock); new calls are owned by `owner`. Safe
-    /// to call from any thread: the connecting is done on a thread of its own, since a
-    /// runtime cannot be blocked on from inside another.
     pub fn connect(config: &PgConfig, owner: String) -> Result<PgBackend, LedgerError> {
         let kept = config.clone();
         let config = config.clone();
@@ -58,44 +66,6 @@ impl PgBackend {
             owner,
         })
     }
-
-    /// Apply one group in one transaction. A `BEGIN` that fails is [`Group::NotStarted`]:
-    /// nothing of the group reached the server, so it may be sent again on a new connection.
-    async fn apply_group(client: &mut Client, owner: &str, writes: &[Write]) -> Group {
-        let mut tx = match client.transaction().await {
-            Ok(tx) => tx,
-            Err(e) => return Group::NotStarted(e.into()),
-        };
-        let mut results = Vec::with_capacity(writes.len());
-        for write in writes {
-            let sp = match tx.savepoint("w").await {
-                Ok(sp) => sp,
-                Err(e) => return Group::Failed(e.into()),
-            };
-            let result = apply_one(&sp, owner, write).await;
-            let ended = match &result {
-                Ok(_) => sp.commit().await,
-                Err(_) => sp.rollback().await,
-            };
-            if let Err(e) = ended {
-                return Group::Failed(e.into());
-            }
-            results.push(result);
-        }
-        match tx.commit().await {
-            Ok(()) => Group::Applied(results),
-            Err(e) => Group::Failed(LedgerError::Commit(e.to_string())),
-        }
-    }
-}
-
-/// How applying a group ended.
-enum Group {
-    Applied(Vec<Result<Applied, LedgerError>>),
-    /// The transaction never began (typically: the connection was found closed).
-    NotStarted(LedgerError),
-    /// The transaction failed: nothing of the group is committed.
-    Failed(LedgerError),
 }
 
 impl Backend for PgBackend {
@@ -103,6 +73,49 @@ impl Backend for PgBackend {
         &mut self,
         writes: &[Write],
     ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
+        let now = now_ms();
+        // A write the host refuses itself (an outcome for another call, an oversized key)
+        // never goes to the server; the others are sent in one message.
+        let mut answers = Vec::with_capacity(writes.len());
+        let mut sent = Vec::with_capacity(writes.len());
+        for write in writes {
+            match encode(write, now) {
+                Ok(v) => {
+                    sent.push(v);
+                    answers.push(None);
+                }
+                Err(e) => answers.push(Some(Err(e))),
+            }
+        }
+        let mut replies = if sent.is_empty() {
+            Vec::new()
+        } else {
+            self.send(Value::Array(sent), now)?
+        }
+        .into_iter();
+        writes
+            .iter()
+            .zip(answers)
+            .map(|(write, answer)| match answer {
+                Some(refused) => Ok(refused),
+                None => replies
+                    .next()
+                    .map(|reply| decode(write, reply))
+                    .ok_or_else(|| {
+                        LedgerError::Commit("the server answered too few writes".into())
+                    }),
+            })
+            .collect()
+    }
+
+    fn commits_anywhere(&self) -> bool {
+        false
+    }
+}
+
+impl PgBackend {
+    /// Send one group and return the server's answer for each of its writes.
+    fn send(&mut self, group: Value, now: i64) -> Result<Vec<Value>, LedgerError> {
         let PgBackend {
             runtime,
             client,
@@ -112,83 +125,77 @@ impl Backend for PgBackend {
         let runtime = runtime
             .as_ref()
             .ok_or_else(|| LedgerError::Commit("the ledger's writer has stopped".into()))?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let writes = group.to_string();
+        let marker = event_lines([(now, Stage::Admit.as_str(), CAPPED, CAPPED_DETAIL)])?;
         runtime.block_on(async {
             // A connection the server dropped (a restart, an outage) is made again here, so
             // the group after an outage commits without restarting the host. This runtime
-            // only runs while a group is applied, so a connection cut meanwhile is found
-            // closed by the group's `BEGIN`: then the group, which did not start, is sent
-            // once more on a new connection.
-            for attempt in 0..2 {
+            // only runs while a group is sent, so a connection cut meanwhile may be found
+            // closed only now: the same group (same id) is then sent once more.
+            let mut last = None;
+            for _ in 0..2 {
                 if client.as_ref().is_none_or(Client::is_closed) {
                     *client = None;
-                    *client = Some(config.connect().await?);
-                }
-                let Some(c) = client.as_mut() else {
-                    return Err(LedgerError::Commit(
-                        "no connection to the ledger's server".into(),
-                    ));
-                };
-                let group = tokio::time::timeout(
-                    super::store::OPERATION_TIMEOUT,
-                    Self::apply_group(c, owner, writes),
-                )
-                .await
-                .unwrap_or_else(|_| {
-                    Group::Failed(LedgerError::Commit(
-                        "the ledger's server did not answer in time".into(),
-                    ))
-                });
-                match group {
-                    Group::Applied(results) => return Ok(results),
-                    Group::NotStarted(e) => {
-                        *client = None;
-                        if attempt == 1 {
-                            return Err(e);
-                        }
+                    match config.connect().await {
+                        Ok(c) => *client = Some(c),
+                        Err(e) => return Err(e),
                     }
-                    Group::Failed(e) => {
-                        // A group cut short may leave the connection mid-transaction.
+                }
+                let Some(c) = client.as_ref() else {
+                    break;
+                };
+                let sent = tokio::time::timeout(
+                    super::store::OPERATION_TIMEOUT,
+                    c.query_one(
+                        "SELECT toolhost_apply($1, $2, ($3::TEXT)::JSONB, $4, $5, $6)::TEXT",
+                        &[
+                            &id,
+                            &*owner,
+                            &writes,
+                            &MAX_APPENDED_EVENTS_CHARS,
+                            &marker,
+                            &now,
+                        ],
+                    ),
+                )
+                .await;
+                match sent {
+                    Ok(Ok(row)) => {
+                        let text: String = row.get(0);
+                        return serde_json::from_str::<Vec<Value>>(&text).map_err(|e| {
+                            LedgerError::Corrupt(format!("the server's answer to a group: {e}"))
+                        });
+                    }
+                    Ok(Err(e)) if e.is_closed() || c.is_closed() => {
                         *client = None;
-                        return Err(e);
+                        last = Some(LedgerError::from(e));
+                    }
+                    Ok(Err(e)) => return Err(LedgerError::Commit(e.to_string())),
+                    Err(_) => {
+                        *client = None;
+                        return Err(LedgerError::Commit(
+                            "the ledger's server did not answer in time".into(),
+                        ));
                     }
                 }
             }
-            Err(LedgerError::Commit(
-                "no connection to the ledger's server".into(),
-            ))
+            Err(last.unwrap_or_else(|| {
+                LedgerError::Commit("no connection to the ledger's server".into())
+            }))
         })
     }
-
-    fn commits_anywhere(&self) -> bool {
-        false
-    }
 }
 
-impl Drop for PgBackend {
-    fn drop(&mut self) {
-        // The last owner may be an async worker, where dropping a runtime (which blocks) is
-        // refused.
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
-async fn apply_one(
-    c: &impl GenericClient,
-    owner: &str,
-    write: &Write,
-) -> Result<Applied, LedgerError> {
-    let now = now_ms();
-    match write {
+/// A write as `toolhost_apply` takes it.
+pub(super) fn encode(write: &Write, now: i64) -> Result<Value, LedgerError> {
+    Ok(match write {
         Write::Admit(key) => {
-            let lines = admission_lines(key, now, &[])?;
-            Ok(Applied::Admission(
-                match insert(c, owner, key, now, &lines, None).await? {
-                    Some(seq) => Admission::New { seq },
-                    None => decide(c, key, now).await?,
-                },
-            ))
+            check_key(&key.run_id, &key.call_id, &key.tool)?;
+            json!({
+                "op": "admit", "key": key_json(key), "at_ms": now, "now": now,
+                "lines": admission_lines(key, now, &[])?,
+            })
         }
         Write::AdmitLate {
             key,
@@ -197,59 +204,27 @@ async fn apply_one(
             content,
             finished,
         } => {
+            check_key(&key.run_id, &key.call_id, &key.tool)?;
             let mut lines = admission_lines(key, *at_ms, events)?;
             if let Some(outcome) = finished {
                 check_result_id(&key.run_id, &key.call_id, outcome)?;
                 lines.push_str(&outcome.record_line(now)?);
             }
-            let finished = finished.as_ref().map(|o| (o, now));
-            let Some(seq) = insert(c, owner, key, *at_ms, &lines, finished).await? else {
-                return Ok(Applied::Admission(decide(c, key, now).await?));
-            };
-            if finished.is_none() {
-                c.execute(
-                    "UPDATE calls SET state = 'started', started_at_ms = $2 WHERE seq = $1",
-                    &[&seq, &now],
-                )
-                .await?;
-            }
-            if let Some(json) = content {
-                c.execute(
-                    "INSERT INTO call_content (run_id, call_id, arguments_json, recorded_at_ms)
-                     VALUES ($1, $2, $3, $4)",
-                    &[&key.run_id, &key.call_id, json, at_ms],
-                )
-                .await?;
-            }
-            note_approval_requests(c, &key.run_id, &key.call_id, events).await?;
-            Ok(Applied::Admission(Admission::New { seq }))
+            json!({
+                "op": "admit_late", "key": key_json(key), "at_ms": at_ms, "now": now,
+                "lines": lines, "content": content,
+                "outcome": finished.as_ref().map(outcome_json),
+                "approvals": approval_digests(events),
+            })
         }
         Write::MarkStarted {
             run_id,
             call_id,
             events,
-        } => {
-            let lines = pending_lines(events)?;
-            let changed = c
-                .execute(
-                    "UPDATE calls SET state = 'started', started_at_ms = $3,
-                         events = events || $4
-                     WHERE run_id = $1 AND call_id = $2 AND state = 'admitted'",
-                    &[run_id, call_id, &now, &lines],
-                )
-                .await?;
-            if changed != 1 {
-                match call_state(c, run_id, call_id).await? {
-                    None => return Err(LedgerError::unknown(run_id, call_id)),
-                    Some(state) if state == "finished" => {
-                        return Err(LedgerError::finished(run_id, call_id))
-                    }
-                    Some(_) => append_lines(c, run_id, call_id, &lines).await?,
-                }
-            }
-            note_approval_requests(c, run_id, call_id, events).await?;
-            Ok(Applied::Done)
-        }
+        } => json!({
+            "op": "mark_started", "run_id": run_id, "call_id": call_id, "now": now,
+            "lines": pending_lines(events)?, "approvals": approval_digests(events),
+        }),
         Write::Finish {
             run_id,
             call_id,
@@ -259,19 +234,102 @@ async fn apply_one(
             check_result_id(run_id, call_id, outcome)?;
             let mut lines = pending_lines(events)?;
             lines.push_str(&outcome.record_line(now)?);
-            close_call(c, run_id, call_id, outcome, now, &lines).await?;
-            note_approval_requests(c, run_id, call_id, events).await?;
-            Ok(Applied::Done)
+            json!({
+                "op": "finish", "run_id": run_id, "call_id": call_id, "now": now,
+                "lines": lines, "outcome": outcome_json(outcome),
+                "approvals": approval_digests(events),
+            })
         }
         Write::Event {
             run_id,
             call_id,
             event,
         } => {
-            let events = std::slice::from_ref(event);
-            append_lines(c, run_id, call_id, &pending_lines(events)?).await?;
-            note_approval_requests(c, run_id, call_id, events).await?;
-            Ok(Applied::Done)
+            let events: &[PendingEvent] = std::slice::from_ref(event);
+            json!({
+                "op": "event", "run_id": run_id, "call_id": call_id, "now": now,
+                "lines": pending_lines(events)?, "approvals": approval_digests(events),
+            })
+        }
+    })
+}
+
+fn key_json(key: &CallKey) -> Value {
+    json!({
+        "run_id": key.run_id, "call_id": key.call_id, "tool": key.tool,
+        "args_digest": key.args_digest, "args_size": key.args_size,
+    })
+}
+
+fn outcome_json(outcome: &Outcome) -> Value {
+    let o = outcome.stored();
+    json!({
+        "status": o.status, "code": o.code, "message": o.message,
+        "diagnostic_id": o.diagnostic_id, "output_digest": o.output_digest,
+        "output_size": o.output_size, "fuel_consumed": o.usage[0], "wall_ms": o.usage[1],
+        "memory_peak_bytes": o.usage[2], "output_bytes": o.usage[3],
+        "result_json": o.result_json, "started_at_ms": o.started_at_ms,
+    })
+}
+
+/// What the server answered for `write`.
+fn decode(write: &Write, reply: Value) -> Result<Applied, LedgerError> {
+    let (run_id, call_id) = match write {
+        Write::Admit(key) | Write::AdmitLate { key, .. } => (&key.run_id, &key.call_id),
+        Write::MarkStarted {
+            run_id, call_id, ..
+        }
+        | Write::Finish {
+            run_id, call_id, ..
+        }
+        | Write::Event {
+            run_id, call_id, ..
+        } => (run_id, call_id),
+    };
+    if reply == json!("done") {
+        return Ok(Applied::Done);
+    }
+    if let Some(error) = reply.get("error").and_then(Value::as_str) {
+        return Err(if error.starts_with("toolhost:unknown_call") {
+            LedgerError::unknown(run_id, call_id)
+        } else if error.starts_with("toolhost:already_finished") {
+            LedgerError::finished(run_id, call_id)
+        } else {
+            let state = reply.get("state").and_then(Value::as_str).unwrap_or("?");
+            LedgerError::Commit(format!(
+                "the ledger's server refused a write ({state}): {error}"
+            ))
+        });
+    }
+    let admission = match reply.get("admission").and_then(Value::as_str) {
+        Some("new") => Admission::New {
+            seq: reply.get("seq").and_then(Value::as_i64).ok_or_else(|| {
+                LedgerError::Corrupt("an admission answered without its seq".into())
+            })?,
+        },
+        Some("replay") => Admission::Replay(decode_result(
+            reply
+                .get("result")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        )?),
+        Some("in_flight") => Admission::InFlight,
+        Some("conflict") => Admission::Conflict,
+        _ => {
+            return Err(LedgerError::Corrupt(format!(
+                "the server's answer to a write: {reply}"
+            )))
+        }
+    };
+    Ok(Applied::Admission(admission))
+}
+
+impl Drop for PgBackend {
+    fn drop(&mut self) {
+        // The last owner may be an async worker, where dropping a runtime (which blocks) is
+        // refused.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
         }
     }
 }

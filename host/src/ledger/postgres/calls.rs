@@ -1,16 +1,14 @@
-//! The statements on one call's row in PostgreSQL: insert it unless its key exists, decide
-//! an admission of an id already there, append events (capped), close it with its outcome,
-//! and note approval requests. The group writer (`backend.rs`) and recovery (`lease.rs`) run
-//! them; each is one statement or a few, inside the caller's transaction.
+//! What the Rust side of the PostgreSQL ledger knows about one call's row: the event lines of
+//! an admission, the checks a write passes before it is sent, the approval digests a write
+//! notes, and closing a call with its outcome (recovery, `lease.rs`). The group writes
+//! themselves are applied by the server (`toolhost_apply`, schema version 4).
 
 use tokio_postgres::GenericClient;
 
-use super::super::audit::{event_lines, pending_lines, PendingEvent, MAX_APPENDED_EVENTS_CHARS};
-use super::super::codec::{decode_result, to_sql_u64};
-use super::super::error::check_key;
+use super::super::audit::{event_lines, pending_lines, PendingEvent};
 use super::super::outcome::Outcome;
 use super::super::write::CallKey;
-use super::super::{now_ms, Admission, LedgerError};
+use super::super::LedgerError;
 use crate::contract::{Code, Decision, Stage};
 
 /// Write the outcome of an admitted call, mark it finished and append `lines` to its events,
@@ -99,140 +97,6 @@ pub(super) fn admission_lines(
     Ok(lines)
 }
 
-/// Insert a new call unless its key exists: `Some(seq)` when this write admitted it, `None`
-/// when another admission holds the key (after waiting for it to commit or roll back).
-pub(super) async fn insert(
-    c: &impl GenericClient,
-    owner: &str,
-    key: &CallKey,
-    at_ms: i64,
-    lines: &str,
-    finished: Option<(&Outcome, i64)>,
-) -> Result<Option<i64>, LedgerError> {
-    check_key(&key.run_id, &key.call_id, &key.tool)?;
-    let args_size = to_sql_u64(key.args_size);
-    let row = match finished {
-        None => {
-            c.query_opt(
-                "INSERT INTO calls (run_id, call_id, tool, args_digest, args_size, state,
-                                    admitted_at_ms, owner, events)
-                 VALUES ($1, $2, $3, $4, $5, 'admitted', $6, $7, $8)
-                 ON CONFLICT (run_id, call_id) DO NOTHING RETURNING seq",
-                &[
-                    &key.run_id,
-                    &key.call_id,
-                    &key.tool,
-                    &key.args_digest,
-                    &args_size,
-                    &at_ms,
-                    &owner,
-                    &lines,
-                ],
-            )
-            .await?
-        }
-        Some((outcome, now)) => {
-            let o = outcome.stored();
-            c.query_opt(
-                "INSERT INTO calls (status, code, message, diagnostic_id, output_digest,
-                                    output_size, fuel_consumed, wall_ms, memory_peak_bytes,
-                                    output_bytes, result_json, started_at_ms,
-                                    run_id, call_id, tool, args_digest, args_size, state,
-                                    admitted_at_ms, owner, events, finished_at_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                         $13, $14, $15, $16, $17, 'finished', $18, $19, $20, $21)
-                 ON CONFLICT (run_id, call_id) DO NOTHING RETURNING seq",
-                &[
-                    &o.status,
-                    &o.code,
-                    &o.message,
-                    &o.diagnostic_id,
-                    &o.output_digest,
-                    &o.output_size,
-                    &o.usage[0],
-                    &o.usage[1],
-                    &o.usage[2],
-                    &o.usage[3],
-                    &o.result_json,
-                    &o.started_at_ms,
-                    &key.run_id,
-                    &key.call_id,
-                    &key.tool,
-                    &key.args_digest,
-                    &args_size,
-                    &at_ms,
-                    &owner,
-                    &lines,
-                    &now,
-                ],
-            )
-            .await?
-        }
-    };
-    Ok(row.map(|r| r.get(0)))
-}
-
-/// Admission of an id the ledger already has: a replay, a call still in flight, or a
-/// conflict; the decision is appended to the existing call's events.
-pub(super) async fn decide(
-    c: &impl GenericClient,
-    key: &CallKey,
-    now: i64,
-) -> Result<Admission, LedgerError> {
-    let (run_id, call_id) = (key.run_id.as_str(), key.call_id.as_str());
-    let row = c
-        .query_one(
-            "SELECT tool, args_digest, result_json, events FROM calls
-             WHERE run_id = $1 AND call_id = $2 FOR UPDATE",
-            &[&run_id, &call_id],
-        )
-        .await?;
-    let (tool, digest): (String, String) = (row.get(0), row.get(1));
-    let result_json: Option<String> = row.get(2);
-    let events: String = row.get(3);
-    let admit_event = |decision: &'static str, detail: String| async move {
-        let lines = event_lines([(now, Stage::Admit.as_str(), decision, detail.as_str())])?;
-        append_lines(c, run_id, call_id, &lines).await
-    };
-    if tool != key.tool || digest != key.args_digest {
-        let detail = format!(
-            "call id reused for tool {:?} with arguments sha256 {}, {} bytes (admitted: tool \
-             {tool:?}, sha256 {digest}); refused as duplicate_call_id, this call unchanged",
-            key.tool, key.args_digest, key.args_size
-        );
-        admit_event(Decision::Conflict.as_str(), detail).await?;
-        return Ok(Admission::Conflict);
-    }
-    if let Some(result_json) = result_json {
-        let result = decode_result(&result_json)?;
-        admit_event(
-            Decision::Replay.as_str(),
-            "same call again; answered from its recorded outcome, not re-run".into(),
-        )
-        .await?;
-        return Ok(Admission::Replay(result));
-    }
-    // A duplicate may poll admit until the original ends: one event per streak.
-    let in_flight = format!(
-        "\"stage\":\"{}\",\"decision\":\"{}\"",
-        Stage::Admit.as_str(),
-        Decision::InFlight.as_str()
-    );
-    if !events
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .contains(&in_flight)
-    {
-        admit_event(
-            Decision::InFlight.as_str(),
-            "same call again while it has no outcome yet; not run twice".into(),
-        )
-        .await?;
-    }
-    Ok(Admission::InFlight)
-}
-
 pub(super) async fn call_state(
     c: &impl GenericClient,
     run_id: &str,
@@ -246,63 +110,20 @@ pub(super) async fn call_state(
     .map(|r| r.get(0)))
 }
 
-/// Append event lines to an admitted call, up to [`MAX_APPENDED_EVENTS_CHARS`] (then one
-/// `not_recorded` marker); `UnknownCall` if it was never admitted.
-pub(super) async fn append_lines(
-    c: &impl GenericClient,
-    run_id: &str,
-    call_id: &str,
-    lines: &str,
-) -> Result<(), LedgerError> {
-    const CAPPED: &str = "not_recorded";
-    let marker = event_lines([(
-        now_ms(),
-        Stage::Admit.as_str(),
-        CAPPED,
-        "this call's audit trail is full; later repeats of it are not recorded",
-    )])?;
-    let changed = c
-        .execute(
-            "UPDATE calls SET events = events || CASE
-                 WHEN length(events) + length($3) <= $4::BIGINT THEN $3
-                 WHEN strpos(events, $5) > 0 THEN ''
-                 ELSE $6 END
-             WHERE run_id = $1 AND call_id = $2",
-            &[
-                &run_id,
-                &call_id,
-                &lines,
-                &MAX_APPENDED_EVENTS_CHARS,
-                &format!("\"decision\":\"{CAPPED}\""),
-                &marker,
-            ],
-        )
-        .await?;
-    if changed == 0 {
-        return Err(LedgerError::unknown(run_id, call_id));
-    }
-    Ok(())
-}
+/// The decision of the event that marks a call's events as capped, and its detail (as
+/// `audit.rs` writes them for SQLite).
+pub(super) const CAPPED: &str = "not_recorded";
+pub(super) const CAPPED_DETAIL: &str =
+    "this call's audit trail is full; later repeats of it are not recorded";
 
-/// Remember the calls among `events` that asked for approval (the first call per digest
-/// stays).
-pub(super) async fn note_approval_requests(
-    c: &impl GenericClient,
-    run_id: &str,
-    call_id: &str,
-    events: &[PendingEvent],
-) -> Result<(), LedgerError> {
-    for e in events {
-        if e.stage.as_str() == Stage::Approve.as_str()
-            && e.decision.as_str() == Code::ApprovalRequired.as_str()
-        {
-            c.execute(
-                "INSERT INTO approval_requests (digest, run_id, call_id) VALUES ($1, $2, $3)
-                 ON CONFLICT (digest) DO NOTHING",
-                &[&e.detail, &run_id, &call_id],
-            )
-            .await?;
-        }
-    }
-    Ok(())
+/// The approval digests among `events`: those that asked a human for approval.
+pub(super) fn approval_digests(events: &[PendingEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter(|e| {
+            e.stage.as_str() == Stage::Approve.as_str()
+                && e.decision.as_str() == Code::ApprovalRequired.as_str()
+        })
+        .map(|e| e.detail.as_str())
+        .collect()
 }

@@ -69,3 +69,16 @@ pub(super) async fn recover(c: &Client) -> Result<Vec<(String, String)>, LedgerE
     }
     Ok(closed)
 }
+
+/// How long a group's answers are kept for a resend (which comes within two operation
+/// timeouts): far longer than that, and short enough that the table stays small.
+pub(super) const APPLIED_GROUPS_KEPT_MS: i64 = 10 * 60 * 1000;
+
+/// Forget the answers of groups old enough that nobody can send them again.
+pub(super) async fn prune_groups(c: &Client) -> Result<u64, LedgerError> {
+    Ok(c.execute(
+        &format!("DELETE FROM applied_groups WHERE at_ms < {DB_NOW_MS} - $1"),
+        &[&APPLIED_GROUPS_KEPT_MS],
+    )
+    .await?)
+}

@@ -135,8 +135,208 @@ END
 $$;
 "#;
 
+/// Version 4: a group of writes in one round trip. `toolhost_apply` applies a group's writes
+/// (JSON, built by `backend.rs`) in order, each in a subtransaction of its own (a write that
+/// fails changes nothing and the others go on), in the one transaction of its statement, and
+/// returns one answer per write. It remembers each group's answers under the group's id, so a
+/// group sent again after its connection dropped — committed or not, the writer cannot tell —
+/// is answered from that record instead of being applied twice. The statements mirror
+/// `calls.rs`, which recovery still uses.
+const SCHEMA_V4: &str = r#"
+-- Kept for APPLIED_GROUPS_KEPT_MS (a resend comes within seconds), then pruned by the hosts.
+CREATE TABLE applied_groups (
+    id       TEXT    PRIMARY KEY,
+    answers  JSONB   NOT NULL,
+    at_ms    BIGINT  NOT NULL                 -- database clock, unix milliseconds
+);
+
+-- One stored event line, as the ledger writes it everywhere: {"at_ms","stage","decision","detail"}.
+CREATE FUNCTION toolhost_event_line(p_at BIGINT, p_stage TEXT, p_decision TEXT, p_detail TEXT)
+RETURNS TEXT LANGUAGE sql IMMUTABLE AS $$
+    SELECT '{"at_ms":' || p_at || ',"stage":' || to_json(p_stage)::TEXT
+        || ',"decision":' || to_json(p_decision)::TEXT
+        || ',"detail":' || to_json(p_detail)::TEXT || '}' || E'\n'
+$$;
+
+-- Append event lines to a call, capped (then one marker); false if the call does not exist.
+CREATE FUNCTION toolhost_append(p_run TEXT, p_call TEXT, p_lines TEXT, p_cap BIGINT,
+                                p_marker TEXT)
+RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE calls SET events = events || CASE
+        WHEN length(events) + length(p_lines) <= p_cap THEN p_lines
+        WHEN strpos(events, '"decision":"not_recorded"') > 0 THEN ''
+        ELSE p_marker END
+    WHERE run_id = p_run AND call_id = p_call;
+    RETURN FOUND;
+END
+$$;
+
+CREATE FUNCTION toolhost_note_approvals(p_run TEXT, p_call TEXT, p_digests JSONB)
+RETURNS VOID LANGUAGE sql AS $$
+    INSERT INTO approval_requests (digest, run_id, call_id)
+    SELECT d, p_run, p_call FROM jsonb_array_elements_text(COALESCE(p_digests, '[]')) AS d
+    ON CONFLICT (digest) DO NOTHING
+$$;
+
+-- The admission of an id already in the ledger: conflict, replay or in flight.
+CREATE FUNCTION toolhost_decide(p_run TEXT, p_call TEXT, k JSONB, p_now BIGINT, p_cap BIGINT,
+                                p_marker TEXT)
+RETURNS JSONB LANGUAGE plpgsql AS $$
+DECLARE
+    v_tool TEXT; v_digest TEXT; v_result TEXT; v_events TEXT; v_lines TEXT[];
+BEGIN
+    SELECT tool, args_digest, result_json, events INTO v_tool, v_digest, v_result, v_events
+    FROM calls WHERE run_id = p_run AND call_id = p_call FOR UPDATE;
+    IF v_tool <> k->>'tool' OR v_digest <> k->>'args_digest' THEN
+        PERFORM toolhost_append(p_run, p_call, toolhost_event_line(p_now, 'admit', 'conflict',
+            format('call id reused for tool %s with arguments sha256 %s, %s bytes (admitted: '
+                   'tool %s, sha256 %s); refused as duplicate_call_id, this call unchanged',
+                   to_json(k->>'tool')::TEXT, k->>'args_digest', k->>'args_size',
+                   to_json(v_tool)::TEXT, v_digest)), p_cap, p_marker);
+        RETURN '{"admission": "conflict"}';
+    END IF;
+    IF v_result IS NOT NULL THEN
+        PERFORM toolhost_append(p_run, p_call, toolhost_event_line(p_now, 'admit', 'replay',
+            'same call again; answered from its recorded outcome, not re-run'), p_cap, p_marker);
+        RETURN jsonb_build_object('admission', 'replay', 'result', v_result);
+    END IF;
+    -- A duplicate may poll admit until the original ends: one event per streak.
+    v_lines := regexp_split_to_array(rtrim(v_events, E'\n'), E'\n');
+    IF strpos(COALESCE(v_lines[array_upper(v_lines, 1)], ''),
+              '"stage":"admit","decision":"in_flight"') = 0 THEN
+        PERFORM toolhost_append(p_run, p_call, toolhost_event_line(p_now, 'admit', 'in_flight',
+            'same call again while it has no outcome yet; not run twice'), p_cap, p_marker);
+    END IF;
+    RETURN '{"admission": "in_flight"}';
+END
+$$;
+
+-- The state of a call that an update did not find in the state it needed.
+CREATE FUNCTION toolhost_refuse(p_run TEXT, p_call TEXT) RETURNS VOID LANGUAGE plpgsql AS $$
+DECLARE v_state TEXT;
+BEGIN
+    SELECT state INTO v_state FROM calls WHERE run_id = p_run AND call_id = p_call;
+    IF v_state IS NULL THEN
+        RAISE EXCEPTION 'toolhost:unknown_call';
+    END IF;
+    IF v_state = 'finished' THEN
+        RAISE EXCEPTION 'toolhost:already_finished';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION toolhost_apply_one(p_owner TEXT, w JSONB, p_cap BIGINT, p_marker TEXT)
+RETURNS JSONB LANGUAGE plpgsql AS $$
+DECLARE
+    k JSONB := w->'key';
+    o JSONB := NULLIF(w->'outcome', 'null'::JSONB);
+    v_run TEXT := COALESCE(k->>'run_id', w->>'run_id');
+    v_call TEXT := COALESCE(k->>'call_id', w->>'call_id');
+    v_now BIGINT := (w->>'now')::BIGINT;
+    v_seq BIGINT;
+BEGIN
+    IF w->>'op' IN ('admit', 'admit_late') THEN
+        IF o IS NULL THEN
+            INSERT INTO calls (run_id, call_id, tool, args_digest, args_size, state,
+                               admitted_at_ms, owner, events)
+            VALUES (v_run, v_call, k->>'tool', k->>'args_digest', (k->>'args_size')::BIGINT,
+                    'admitted', (w->>'at_ms')::BIGINT, p_owner, w->>'lines')
+            ON CONFLICT (run_id, call_id) DO NOTHING RETURNING seq INTO v_seq;
+        ELSE
+            INSERT INTO calls (status, code, message, diagnostic_id, output_digest, output_size,
+                               fuel_consumed, wall_ms, memory_peak_bytes, output_bytes,
+                               result_json, started_at_ms, run_id, call_id, tool, args_digest,
+                               args_size, state, admitted_at_ms, owner, events, finished_at_ms)
+            VALUES (o->>'status', o->>'code', o->>'message', o->>'diagnostic_id',
+                    o->>'output_digest', (o->>'output_size')::BIGINT,
+                    (o->>'fuel_consumed')::BIGINT, (o->>'wall_ms')::BIGINT,
+                    (o->>'memory_peak_bytes')::BIGINT, (o->>'output_bytes')::BIGINT,
+                    o->>'result_json', (o->>'started_at_ms')::BIGINT, v_run, v_call, k->>'tool',
+                    k->>'args_digest', (k->>'args_size')::BIGINT, 'finished',
+                    (w->>'at_ms')::BIGINT, p_owner, w->>'lines', v_now)
+            ON CONFLICT (run_id, call_id) DO NOTHING RETURNING seq INTO v_seq;
+        END IF;
+        IF v_seq IS NULL THEN
+            RETURN toolhost_decide(v_run, v_call, k, v_now, p_cap, p_marker);
+        END IF;
+        IF w->>'op' = 'admit_late' THEN
+            IF o IS NULL THEN
+                UPDATE calls SET state = 'started', started_at_ms = v_now WHERE seq = v_seq;
+            END IF;
+            IF w->>'content' IS NOT NULL THEN
+                INSERT INTO call_content (run_id, call_id, arguments_json, recorded_at_ms)
+                VALUES (v_run, v_call, w->>'content', (w->>'at_ms')::BIGINT);
+            END IF;
+            PERFORM toolhost_note_approvals(v_run, v_call, w->'approvals');
+        END IF;
+        RETURN jsonb_build_object('admission', 'new', 'seq', v_seq);
+    ELSIF w->>'op' = 'mark_started' THEN
+        UPDATE calls SET state = 'started', started_at_ms = v_now, events = events || (w->>'lines')
+        WHERE run_id = v_run AND call_id = v_call AND state = 'admitted';
+        IF NOT FOUND THEN
+            PERFORM toolhost_refuse(v_run, v_call);
+            PERFORM toolhost_append(v_run, v_call, w->>'lines', p_cap, p_marker);
+        END IF;
+        PERFORM toolhost_note_approvals(v_run, v_call, w->'approvals');
+        RETURN '"done"';
+    ELSIF w->>'op' = 'finish' THEN
+        UPDATE calls SET state = 'finished', status = o->>'status', code = o->>'code',
+            message = o->>'message', diagnostic_id = o->>'diagnostic_id',
+            output_digest = o->>'output_digest', output_size = (o->>'output_size')::BIGINT,
+            fuel_consumed = (o->>'fuel_consumed')::BIGINT, wall_ms = (o->>'wall_ms')::BIGINT,
+            memory_peak_bytes = (o->>'memory_peak_bytes')::BIGINT,
+            output_bytes = (o->>'output_bytes')::BIGINT, result_json = o->>'result_json',
+            started_at_ms = COALESCE(started_at_ms, (o->>'started_at_ms')::BIGINT),
+            finished_at_ms = v_now, events = events || (w->>'lines')
+        WHERE run_id = v_run AND call_id = v_call AND state <> 'finished';
+        IF NOT FOUND THEN
+            PERFORM toolhost_refuse(v_run, v_call);
+        END IF;
+        PERFORM toolhost_note_approvals(v_run, v_call, w->'approvals');
+        RETURN '"done"';
+    ELSIF w->>'op' = 'event' THEN
+        IF NOT toolhost_append(v_run, v_call, w->>'lines', p_cap, p_marker) THEN
+            RAISE EXCEPTION 'toolhost:unknown_call';
+        END IF;
+        PERFORM toolhost_note_approvals(v_run, v_call, w->'approvals');
+        RETURN '"done"';
+    END IF;
+    RAISE EXCEPTION 'toolhost:unknown_write %', w->>'op';
+END
+$$;
+
+-- Apply a group: each write in its own subtransaction, one answer per write, remembered
+-- under p_group so that the same group sent again is answered, not applied again.
+CREATE FUNCTION toolhost_apply(p_group TEXT, p_owner TEXT, p_writes JSONB, p_cap BIGINT,
+                               p_marker TEXT, p_now BIGINT)
+RETURNS JSONB LANGUAGE plpgsql AS $$
+DECLARE
+    w JSONB;
+    answer JSONB;
+    answers JSONB := '[]';
+BEGIN
+    SELECT a.answers INTO answer FROM applied_groups a WHERE a.id = p_group;
+    IF FOUND THEN
+        RETURN answer;
+    END IF;
+    FOR w IN SELECT value FROM jsonb_array_elements(p_writes) LOOP
+        BEGIN
+            answer := toolhost_apply_one(p_owner, w, p_cap, p_marker);
+        EXCEPTION WHEN OTHERS THEN
+            answer := jsonb_build_object('error', SQLERRM, 'state', SQLSTATE);
+        END;
+        answers := answers || jsonb_build_array(answer);
+    END LOOP;
+    INSERT INTO applied_groups (id, answers, at_ms)
+    VALUES (p_group, answers, (extract(epoch from clock_timestamp()) * 1000)::BIGINT);
+    RETURN answers;
+END
+$$;
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -19,7 +19,7 @@ use super::super::audit::{RawCall, TranscriptEntry, CALL_COLUMNS};
 use super::super::codec::{decode_result, from_sql_u64, to_sql_u64};
 use super::super::error::check_key;
 use super::super::{now_ms, CallRecord, LedgerError};
-use super::lease::{lease_ms, recover, renew};
+use super::lease::{lease_ms, prune_groups, recover, renew};
 use super::PgConfig;
 use crate::contract::ToolResult;
 
@@ -170,6 +170,7 @@ impl PgStore {
                     _ = recover_every.tick() => {
                         if let Ok(client) = c.get().await {
                             let _ = recover(&client).await;
+                            let _ = prune_groups(&client).await;
                         }
                     }
                 }
@@ -381,6 +382,12 @@ impl PgStore {
                 })
                 .collect()
         })
+    }
+
+    /// Forget the answers of groups too old to be sent again; how many were forgotten.
+    pub fn prune_groups(&self) -> Result<u64, LedgerError> {
+        let c = self.connector();
+        self.run(async move { prune_groups(&*c.get().await?).await })
     }
 
     /// Close, as `outcome_unknown`, every open call whose host's lease has passed (or that has

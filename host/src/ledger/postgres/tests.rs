@@ -205,6 +205,61 @@ fn pg_a_failing_write_fails_alone_in_its_group() {
         db.query("SELECT call_id || ' ' || state FROM calls ORDER BY seq"),
         ["a admitted", "b finished"]
     );
+    // Each kind of write, and each one's own refusal, in one more group.
+    let answers = h
+        .apply(&[
+            Write::AdmitLate {
+                key: key("c"),
+                at_ms: 2,
+                events: vec![],
+                content: Some("{\"x\":1}".into()),
+                finished: None,
+            },
+            Write::MarkStarted {
+                run_id: "run".into(),
+                call_id: "a".into(),
+                events: vec![],
+            },
+            Write::MarkStarted {
+                run_id: "run".into(),
+                call_id: "b".into(),
+                events: vec![],
+            },
+            Write::Event {
+                run_id: "run".into(),
+                call_id: "nobody".into(),
+                event: crate::ledger::PendingEvent::now("limit", "ok", ""),
+            },
+            Write::Finish {
+                run_id: "run".into(),
+                call_id: "b".into(),
+                outcome: outcome("b"),
+                events: vec![],
+            },
+        ])
+        .unwrap();
+    assert!(matches!(
+        answers[0],
+        Ok(Applied::Admission(Admission::New { .. }))
+    ));
+    assert!(matches!(answers[1], Ok(Applied::Done)));
+    assert!(matches!(
+        answers[2],
+        Err(LedgerError::AlreadyFinished { .. })
+    ));
+    assert!(matches!(answers[3], Err(LedgerError::UnknownCall { .. })));
+    assert!(matches!(
+        answers[4],
+        Err(LedgerError::AlreadyFinished { .. })
+    ));
+    assert_eq!(
+        db.query("SELECT call_id || ' ' || state FROM calls ORDER BY seq"),
+        ["a started", "b finished", "c started"]
+    );
+    assert_eq!(
+        db.query("SELECT arguments_json FROM call_content"),
+        ["{\"x\":1}"]
+    );
 }
 
 /// Migration is idempotent, and a schema newer than this build is refused.
@@ -459,4 +514,42 @@ async fn pg_a_ledger_opens_and_closes_inside_an_async_runtime() {
     drop(l);
     // The schema is dropped on a runtime of the test's own, off this one.
     tokio::task::spawn_blocking(move || drop(db)).await.unwrap();
+}
+
+/// A group sent again under the same id (its connection dropped, the writer cannot tell
+/// whether it committed) is answered from the server's record, not applied twice: the
+/// admission it carried stays `new` with the same seq, and there is still one call.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_group_sent_twice_is_applied_once() {
+    let db = TestSchema::new();
+    drop(db.host("migrates"));
+    let group = serde_json::Value::Array(vec![
+        super::backend::encode(&Write::Admit(key("g")), 1).unwrap(),
+        super::backend::encode(&Write::Admit(key("h")), 1).unwrap(),
+    ]);
+    let send = || {
+        db.query(&format!(
+            "SELECT toolhost_apply('group-1', 'host', '{group}'::JSONB, 65536, 'marker', 1)::TEXT"
+        ))
+    };
+    let first = send();
+    assert_eq!(send(), first);
+    let answers: serde_json::Value = serde_json::from_str(&first[0]).unwrap();
+    assert_eq!(answers[0]["admission"], "new", "{answers}");
+    assert_eq!(answers[1]["admission"], "new", "{answers}");
+    assert_eq!(db.query("SELECT count(*) FROM calls"), ["2"]);
+    // A new group with the same write is a second admission of the same key: in flight.
+    let again = db.query(&format!(
+        "SELECT toolhost_apply('group-2', 'host', '{group}'::JSONB, 65536, 'marker', 1)::TEXT"
+    ));
+    let again: serde_json::Value = serde_json::from_str(&again[0]).unwrap();
+    assert_eq!(again[0]["admission"], "in_flight", "{again}");
+    // (A host opening now closes these ownerless calls; that is recovery's business.)
+    // Old answers are forgotten (a resend comes within seconds), recent ones kept.
+    let hosts = ledger(&db);
+    let store = hosts.shared_limits().unwrap();
+    assert_eq!(store.prune_groups().unwrap(), 0);
+    db.query("UPDATE applied_groups SET at_ms = 0");
+    assert_eq!(store.prune_groups().unwrap(), 2);
 }
