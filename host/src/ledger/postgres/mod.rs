@@ -24,6 +24,8 @@ mod schema;
 mod store;
 
 #[cfg(test)]
+mod host_tests;
+#[cfg(test)]
 mod tests;
 
 pub use backend::PgBackend;

@@ -1,0 +1,197 @@
+//! The PostgreSQL ledger through the ledger's own API, as hosts use it: tokens, reads, leases
+//! and recovery, budgets and rates shared between hosts. Against a real server, like
+//! `tests.rs` (whose helpers these use); ignored unless run with `--ignored`.
+
+use std::sync::Barrier;
+
+use super::tests::{key, ledger, TestSchema};
+use super::*;
+use crate::contract::{Status, ToolResult};
+use crate::ledger::{Admission, LedgerError, Write};
+
+/// Through the ledger's own API on two hosts: an approval token spent on one is refused on
+/// the other, and each host reads the calls the other recorded.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_tokens_and_reads_are_shared_between_hosts() {
+    let db = TestSchema::new();
+    let (a, b) = (ledger(&db), ledger(&db));
+    assert!(a.consume_token("tok-1", i64::MAX).unwrap());
+    assert!(!b.consume_token("tok-1", i64::MAX).unwrap());
+    assert!(!a.consume_token("tok-1", i64::MAX).unwrap());
+    assert_eq!(
+        a.admit("run", "c1", "add", "d1", 7).unwrap(),
+        Admission::New { seq: 1 }
+    );
+    assert!(b.is_admitted("run", "c1").unwrap());
+    assert_eq!(
+        b.admit("run", "c1", "add", "d1", 7).unwrap(),
+        Admission::InFlight
+    );
+    let call = crate::contract::ToolCall {
+        call_id: "c1".into(),
+        name: "add".into(),
+        arguments: serde_json::json!({}),
+    };
+    let result = ToolResult::completed(&call, serde_json::json!({"sum": 3}), Default::default());
+    a.finish("run", "c1", &result).unwrap();
+    assert_eq!(b.outcome("run", "c1").unwrap(), Some(result.clone()));
+    let listed = b.calls(Some("run")).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].output_digest.as_deref().map(str::len), Some(64));
+    let stages: Vec<_> = listed[0]
+        .events
+        .iter()
+        .map(|e| e.decision.as_str())
+        .collect();
+    assert_eq!(stages, ["new", "in_flight", "completed"]);
+}
+
+/// A host whose lease has passed has its open calls closed as `outcome_unknown` by another
+/// host — once, never re-run (a retry replays it) — and its own late outcome is refused; a
+/// host that holds its lease keeps its calls.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_lapsed_hosts_calls_end_outcome_unknown_and_live_ones_are_kept() {
+    let db = TestSchema::new();
+    let (a, b) = (ledger(&db), ledger(&db));
+    a.admit("run", "lost", "add", "d1", 7).unwrap();
+    a.mark_started("run", "lost").unwrap();
+    b.admit("run", "kept", "add", "d1", 7).unwrap();
+    // Nothing has lapsed: nobody's calls are closed.
+    assert!(b.recover().unwrap().is_empty());
+    // a's lease passes (as if it had stopped renewing it long ago).
+    let a_owner = match &a.store {
+        crate::ledger::Store::Postgres(pg) => pg.owner().to_owned(),
+        crate::ledger::Store::Sqlite { .. } => unreachable!("opened on PostgreSQL"),
+    };
+    db.query(&format!(
+        "UPDATE hosts SET lease_until_ms = 0 WHERE owner = '{a_owner}'"
+    ));
+    assert_eq!(
+        b.recover().unwrap(),
+        [("run".to_owned(), "lost".to_owned())]
+    );
+    assert!(b.recover().unwrap().is_empty(), "closed once");
+    let recorded = b.outcome("run", "lost").unwrap().unwrap();
+    assert_eq!(recorded.status, Status::OutcomeUnknown);
+    match b.admit("run", "lost", "add", "d1", 7).unwrap() {
+        Admission::Replay(r) => assert_eq!(r.status, Status::OutcomeUnknown),
+        other => panic!("{other:?}"),
+    }
+    let call = crate::contract::ToolCall {
+        call_id: "lost".into(),
+        name: "add".into(),
+        arguments: serde_json::json!({}),
+    };
+    let late = ToolResult::completed(&call, serde_json::json!({"sum": 3}), Default::default());
+    assert!(matches!(
+        a.finish("run", "lost", &late),
+        Err(LedgerError::AlreadyFinished { .. })
+    ));
+    assert_eq!(
+        db.query("SELECT call_id || ' ' || state || ' ' || COALESCE(status, '-') FROM calls ORDER BY seq"),
+        ["lost finished outcome_unknown", "kept admitted -"]
+    );
+}
+
+/// A run budget of 10 taken by three hosts at once, 30 attempts in all: exactly 10 counted,
+/// and the per-tool budget is shared the same way.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_run_budgets_are_exact_across_hosts() {
+    let db = TestSchema::new();
+    let hosts: Vec<_> = (0..3).map(|_| ledger(&db)).collect();
+    let start = Barrier::new(3);
+    let taken: usize = std::thread::scope(|s| {
+        let running: Vec<_> = hosts
+            .iter()
+            .map(|h| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    let pg = h.shared_limits().expect("PostgreSQL keeps the limits");
+                    (0..10)
+                        .filter(|_| {
+                            pg.take_budget("run", "add", Some(10), None)
+                                .unwrap()
+                                .is_none()
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        running.into_iter().map(|t| t.join().unwrap()).sum()
+    });
+    assert_eq!(taken, 10);
+    let pg = hosts[0].shared_limits().unwrap();
+    assert_eq!(
+        pg.take_budget("run", "add", Some(10), None).unwrap(),
+        Some(Budget::Run)
+    );
+    // Per tool: 2 of `echo` in another run, whichever host asks.
+    assert_eq!(
+        hosts[1]
+            .shared_limits()
+            .unwrap()
+            .take_budget("r2", "echo", None, Some(2))
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        hosts[2]
+            .shared_limits()
+            .unwrap()
+            .take_budget("r2", "echo", None, Some(2))
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        hosts[0]
+            .shared_limits()
+            .unwrap()
+            .take_budget("r2", "echo", None, Some(2))
+            .unwrap(),
+        Some(Budget::Tool)
+    );
+    assert_eq!(
+        hosts[0]
+            .shared_limits()
+            .unwrap()
+            .take_budget("r2", "other", None, Some(2))
+            .unwrap(),
+        None
+    );
+}
+
+/// A principal's token bucket is one bucket for every host: a burst of 3 spent across two
+/// hosts leaves none on either; another principal has its own.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_rate_buckets_are_shared_between_hosts() {
+    let db = TestSchema::new();
+    let (a, b) = (ledger(&db), ledger(&db));
+    let (a, b) = (a.shared_limits().unwrap(), b.shared_limits().unwrap());
+    // 0.001 calls per second: nothing refills during the test.
+    let take = |pg: &PgStore| pg.take_rate("alice", 0.001, 3.0).unwrap();
+    assert!(take(a) && take(b) && take(a));
+    assert!(!take(b) && !take(a));
+    assert!(b.take_rate("bob", 0.001, 3.0).unwrap());
+}
+
+/// The ledger opens, answers and closes from inside an async runtime (the CLI and the
+/// servers open it there), where blocking on another runtime would panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+async fn pg_a_ledger_opens_and_closes_inside_an_async_runtime() {
+    let db = TestSchema::new();
+    let l = ledger(&db);
+    assert!(!l.is_admitted("run", "x").unwrap());
+    l.commit(Write::Admit(key("x")), crate::ledger::Inline::Allowed)
+        .await
+        .unwrap();
+    assert!(l.is_admitted("run", "x").unwrap());
+    drop(l);
+    // The schema is dropped on a runtime of the test's own, off this one.
+    tokio::task::spawn_blocking(move || drop(db)).await.unwrap();
+}
