@@ -166,7 +166,19 @@ pub(crate) fn parse_events(lines: &str) -> Result<Vec<EventRecord>, LedgerError>
 pub const MAX_APPENDED_EVENTS_CHARS: i64 = 64 * 1024;
 
 /// The decision of the event that marks a call's events as capped.
-const CAPPED: &str = "not_recorded";
+pub(crate) const CAPPED: &str = "not_recorded";
+
+/// The detail of that event.
+pub(crate) const CAPPED_DETAIL: &str =
+    "this call's audit trail is full; later repeats of it are not recorded";
+
+/// The approval digests among `events`: the details of those that asked a human for approval.
+pub(crate) fn approval_digests(events: &[PendingEvent]) -> impl Iterator<Item = &str> {
+    events
+        .iter()
+        .filter(|e| (e.stage.as_str(), e.decision.as_str()) == APPROVAL_REQUIRED)
+        .map(|e| e.detail.as_str())
+}
 
 /// Append event lines to an admitted call inside the caller's transaction (or on its own),
 /// up to [`MAX_APPENDED_EVENTS_CHARS`]; `UnknownCall` if it was never admitted.
@@ -176,12 +188,7 @@ pub(crate) fn append_lines(
     call_id: &str,
     lines: &str,
 ) -> Result<(), LedgerError> {
-    let marker = event_lines([(
-        now_ms(),
-        Stage::Admit.as_str(),
-        CAPPED,
-        "this call's audit trail is full; later repeats of it are not recorded",
-    )])?;
+    let marker = event_lines([(now_ms(), Stage::Admit.as_str(), CAPPED, CAPPED_DETAIL)])?;
     let changed = conn
         .prepare_cached(
             "UPDATE calls SET events = events || CASE
@@ -212,14 +219,12 @@ pub(crate) fn note_approval_requests(
     call_id: &str,
     events: &[PendingEvent],
 ) -> Result<(), LedgerError> {
-    for e in events {
-        if (e.stage.as_str(), e.decision.as_str()) == APPROVAL_REQUIRED {
-            conn.prepare_cached(
-                "INSERT OR IGNORE INTO approval_requests (digest, run_id, call_id)
-                 VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![e.detail, run_id, call_id])?;
-        }
+    for digest in approval_digests(events) {
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO approval_requests (digest, run_id, call_id)
+             VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![digest, run_id, call_id])?;
     }
     Ok(())
 }

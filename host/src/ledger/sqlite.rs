@@ -11,7 +11,7 @@ use super::audit::{
 use super::codec::{decode_result, to_sql_u64};
 use super::error::check_key;
 use super::outcome::{close_call, Outcome};
-use super::write::{Applied, Backend, CallKey, Write};
+use super::write::{admission_lines, check_result_id, Applied, Backend, CallKey, Write};
 use super::{now_ms, Admission, LedgerError};
 use crate::contract::{Decision, Stage};
 
@@ -195,38 +195,6 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
             Ok(Applied::Done)
         }
     }
-}
-
-/// `outcome` must be the outcome of `call_id`: replay returns it as stored.
-fn check_result_id(run_id: &str, call_id: &str, outcome: &Outcome) -> Result<(), LedgerError> {
-    if outcome.call_id == call_id {
-        return Ok(());
-    }
-    Err(LedgerError::ResultMismatch {
-        run_id: run_id.to_owned(),
-        call_id: call_id.to_owned(),
-        result_call_id: outcome.call_id.clone(),
-    })
-}
-
-/// The event lines of a new call: its `admit` event, then `events`.
-fn admission_lines(
-    key: &CallKey,
-    at_ms: i64,
-    events: &[PendingEvent],
-) -> Result<String, LedgerError> {
-    let detail = format!(
-        "arguments sha256 {}, {} bytes",
-        key.args_digest, key.args_size
-    );
-    let mut lines = event_lines([(
-        at_ms,
-        Stage::Admit.as_str(),
-        Decision::New.as_str(),
-        detail.as_str(),
-    )])?;
-    lines.push_str(&pending_lines(events)?);
-    Ok(lines)
 }
 
 /// Insert a new call with its `admit` event and `events`, and its content if given: `admitted`,

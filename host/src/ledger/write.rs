@@ -8,9 +8,10 @@
 //! once. SQLite (`sqlite.rs`) is the embedded backend; a server database implements the same
 //! trait with one round trip per group.
 
-use super::audit::PendingEvent;
+use super::audit::{event_lines, pending_lines, PendingEvent};
 use super::outcome::Outcome;
 use super::{Admission, LedgerError};
+use crate::contract::{Decision, Stage};
 
 /// What a call is admitted under: its id and the caller's digest of `{tool, arguments}`.
 #[derive(Debug, Clone)]
@@ -85,4 +86,40 @@ pub trait Backend: Send + 'static {
     fn commits_anywhere(&self) -> bool {
         true
     }
+}
+
+/// `outcome` must be the outcome of `call_id`: replay returns it as stored.
+pub(super) fn check_result_id(
+    run_id: &str,
+    call_id: &str,
+    outcome: &Outcome,
+) -> Result<(), LedgerError> {
+    if outcome.call_id == call_id {
+        return Ok(());
+    }
+    Err(LedgerError::ResultMismatch {
+        run_id: run_id.to_owned(),
+        call_id: call_id.to_owned(),
+        result_call_id: outcome.call_id.clone(),
+    })
+}
+
+/// The event lines of a new call: its `admit` event, then `events`.
+pub(super) fn admission_lines(
+    key: &CallKey,
+    at_ms: i64,
+    events: &[PendingEvent],
+) -> Result<String, LedgerError> {
+    let detail = format!(
+        "arguments sha256 {}, {} bytes",
+        key.args_digest, key.args_size
+    );
+    let mut lines = event_lines([(
+        at_ms,
+        Stage::Admit.as_str(),
+        Decision::New.as_str(),
+        detail.as_str(),
+    )])?;
+    lines.push_str(&pending_lines(events)?);
+    Ok(lines)
 }

@@ -19,13 +19,15 @@ use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 use tokio_postgres::Client;
 
-use super::super::audit::{event_lines, pending_lines, PendingEvent, MAX_APPENDED_EVENTS_CHARS};
+use super::super::audit::{
+    approval_digests, event_lines, pending_lines, PendingEvent, CAPPED, CAPPED_DETAIL,
+    MAX_APPENDED_EVENTS_CHARS,
+};
 use super::super::codec::decode_result;
 use super::super::error::check_key;
 use super::super::outcome::Outcome;
-use super::super::write::{Applied, Backend, CallKey, Write};
+use super::super::write::{admission_lines, check_result_id, Applied, Backend, CallKey, Write};
 use super::super::{now_ms, Admission, LedgerError};
-use super::calls::{admission_lines, approval_digests, check_result_id, CAPPED, CAPPED_DETAIL};
 use super::PgConfig;
 use crate::contract::Stage;
 
@@ -214,7 +216,7 @@ pub(super) fn encode(write: &Write, now: i64) -> Result<Value, LedgerError> {
                 "op": "admit_late", "key": key_json(key), "at_ms": at_ms, "now": now,
                 "lines": lines, "content": content,
                 "outcome": finished.as_ref().map(outcome_json),
-                "approvals": approval_digests(events),
+                "approvals": approval_digests(events).collect::<Vec<_>>(),
             })
         }
         Write::MarkStarted {
@@ -223,7 +225,7 @@ pub(super) fn encode(write: &Write, now: i64) -> Result<Value, LedgerError> {
             events,
         } => json!({
             "op": "mark_started", "run_id": run_id, "call_id": call_id, "now": now,
-            "lines": pending_lines(events)?, "approvals": approval_digests(events),
+            "lines": pending_lines(events)?, "approvals": approval_digests(events).collect::<Vec<_>>(),
         }),
         Write::Finish {
             run_id,
@@ -237,7 +239,7 @@ pub(super) fn encode(write: &Write, now: i64) -> Result<Value, LedgerError> {
             json!({
                 "op": "finish", "run_id": run_id, "call_id": call_id, "now": now,
                 "lines": lines, "outcome": outcome_json(outcome),
-                "approvals": approval_digests(events),
+                "approvals": approval_digests(events).collect::<Vec<_>>(),
             })
         }
         Write::Event {
@@ -248,7 +250,7 @@ pub(super) fn encode(write: &Write, now: i64) -> Result<Value, LedgerError> {
             let events: &[PendingEvent] = std::slice::from_ref(event);
             json!({
                 "op": "event", "run_id": run_id, "call_id": call_id, "now": now,
-                "lines": pending_lines(events)?, "approvals": approval_digests(events),
+                "lines": pending_lines(events)?, "approvals": approval_digests(events).collect::<Vec<_>>(),
             })
         }
     })

@@ -10,8 +10,9 @@
 //! - `schema.rs`: versioned migrations, applied under an advisory lock so hosts starting
 //!   together migrate once.
 //! - `backend.rs`: [`PgBackend`], the call path's writes behind the same
-//!   [`Backend`](super::Backend) interface as SQLite: a group per transaction, a savepoint per
-//!   write; `calls.rs`: the statements on one call's row.
+//!   [`Backend`](super::Backend) interface as SQLite: a group in one round trip
+//!   (`toolhost_apply`: one transaction, a subtransaction per write); `calls.rs`: closing a
+//!   call outside the group writer (recovery).
 //! - `store.rs`: [`PgStore`], everything else (reads, tokens, transcripts) on a runtime of its
 //!   own, callable from any thread; `lease.rs`: leases and recovery; `limits.rs`: budgets and
 //!   rate buckets.
