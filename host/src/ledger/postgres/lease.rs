@@ -70,6 +70,24 @@ pub(super) async fn recover(c: &Client) -> Result<Vec<(String, String)>, LedgerE
     Ok(closed)
 }
 
+/// How long after its lease passed a host's row is kept: past it, a host with no open calls
+/// left (recovery closed them) is forgotten, so hosts that come and go (every `toolhost call`
+/// is one) do not grow the table without end. A host that comes back takes a new lease.
+pub(super) const LAPSED_HOSTS_KEPT_MS: i64 = 60 * 60 * 1000;
+
+/// Forget hosts whose lease passed long ago and that own no open call.
+pub(super) async fn prune_hosts(c: &Client) -> Result<u64, LedgerError> {
+    Ok(c.execute(
+        &format!(
+            "DELETE FROM hosts h WHERE h.lease_until_ms < {DB_NOW_MS} - $1
+               AND NOT EXISTS (SELECT 1 FROM calls c
+                               WHERE c.owner = h.owner AND c.state <> 'finished')"
+        ),
+        &[&LAPSED_HOSTS_KEPT_MS],
+    )
+    .await?)
+}
+
 /// How long a group's answers are kept for a resend (which comes within two operation
 /// timeouts): far longer than that, and short enough that the table stays small.
 pub(super) const APPLIED_GROUPS_KEPT_MS: i64 = 10 * 60 * 1000;

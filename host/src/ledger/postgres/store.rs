@@ -19,7 +19,7 @@ use super::super::audit::{RawCall, TranscriptEntry, CALL_COLUMNS};
 use super::super::codec::{decode_result, from_sql_u64, to_sql_u64};
 use super::super::error::check_key;
 use super::super::{now_ms, CallRecord, LedgerError};
-use super::lease::{lease_ms, prune_groups, recover, renew};
+use super::lease::{lease_ms, prune_groups, prune_hosts, recover, renew};
 use super::PgConfig;
 use crate::contract::ToolResult;
 
@@ -171,6 +171,7 @@ impl PgStore {
                         if let Ok(client) = c.get().await {
                             let _ = recover(&client).await;
                             let _ = prune_groups(&client).await;
+                            let _ = prune_hosts(&client).await;
                         }
                     }
                 }
@@ -384,10 +385,15 @@ impl PgStore {
         })
     }
 
-    /// Forget the answers of groups too old to be sent again; how many were forgotten.
-    pub fn prune_groups(&self) -> Result<u64, LedgerError> {
+    /// Forget the answers of groups too old to be sent again, and hosts whose lease passed
+    /// long ago with no open call left: `(groups, hosts)` forgotten. The upkeep does this
+    /// every half lease.
+    pub fn prune(&self) -> Result<(u64, u64), LedgerError> {
         let c = self.connector();
-        self.run(async move { prune_groups(&*c.get().await?).await })
+        self.run(async move {
+            let c = c.get().await?;
+            Ok((prune_groups(&c).await?, prune_hosts(&c).await?))
+        })
     }
 
     /// Close, as `outcome_unknown`, every open call whose host's lease has passed (or that has

@@ -362,7 +362,18 @@ fn pg_a_group_sent_twice_is_applied_once() {
     // Old answers are forgotten (a resend comes within seconds), recent ones kept.
     let hosts = ledger(&db);
     let store = hosts.shared_limits().unwrap();
-    assert_eq!(store.prune_groups().unwrap(), 0);
+    assert_eq!(store.prune().unwrap(), (0, 0));
     db.query("UPDATE applied_groups SET at_ms = 0");
-    assert_eq!(store.prune_groups().unwrap(), 2);
+    assert_eq!(store.prune().unwrap(), (2, 0));
+    // A host long gone is forgotten once it owns no open call; one that does is kept.
+    db.query(
+        "INSERT INTO hosts VALUES ('gone', 0, 0), ('gone-busy', 0, 0);
+         UPDATE calls SET owner = 'gone-busy', state = 'admitted', status = NULL,
+                          result_json = NULL WHERE call_id = 'g'",
+    );
+    assert_eq!(store.prune().unwrap(), (0, 1));
+    assert_eq!(
+        db.query("SELECT owner FROM hosts WHERE owner LIKE 'gone%'"),
+        ["gone-busy"]
+    );
 }
