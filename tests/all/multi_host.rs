@@ -368,9 +368,10 @@ impl Proxy {
     }
 }
 
-/// The database goes away under a running host and comes back: calls during the outage end
-/// `host_error` and run nothing; afterwards the same host — not restarted — serves again, and
-/// the ledger holds exactly the calls that ran.
+/// The database goes away under a running host and comes back: eight calls at once during the
+/// outage all end `host_error` and run nothing; afterwards the same host — not restarted —
+/// serves eight at once again (and one of the refused calls, resent), and the ledger holds
+/// exactly the calls that ran.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
 async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
@@ -406,8 +407,13 @@ async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
     assert_eq!(before.status.as_str(), "completed", "{before:?}");
 
     proxy.down();
-    for id in ["during-1", "during-2"] {
-        let r = rt.run_call(&ctx, &call(id), None).await;
+    // Under load: eight calls at once while the database is away.
+    let during = futures::future::join_all((0..8).map(|i| {
+        let (rt, ctx, c) = (&rt, &ctx, call(&format!("during-{i}")));
+        async move { rt.run_call(ctx, &c, None).await }
+    }))
+    .await;
+    for r in &during {
         assert_eq!(
             (r.status.as_str(), r.code.map(|c| c.as_str())),
             ("failed", Some("host_error")),
@@ -421,11 +427,21 @@ async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
     );
 
     proxy.up();
-    let after = rt.run_call(&ctx, &call("after"), None).await;
-    assert_eq!(after.status.as_str(), "completed", "{after:?}");
-    let retried = rt.run_call(&ctx, &call("during-1"), None).await;
-    assert_eq!(retried.status.as_str(), "completed", "{retried:?}");
-    assert_eq!(srv.requests.load(Ordering::SeqCst), 3);
+    // The same host, not restarted: eight calls at once, and one from the outage sent again.
+    let after = futures::future::join_all(
+        (0..8)
+            .map(|i| call(&format!("after-{i}")))
+            .chain([call("during-1")])
+            .map(|c| {
+                let (rt, ctx) = (&rt, &ctx);
+                async move { rt.run_call(ctx, &c, None).await }
+            }),
+    )
+    .await;
+    for r in &after {
+        assert_eq!(r.status.as_str(), "completed", "{r:?}");
+    }
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 10);
     let mut recorded: Vec<String> = rt
         .ledger
         .calls(None)
@@ -434,12 +450,13 @@ async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
         .map(|c| format!("{} {:?}", c.call_id, c.status))
         .collect();
     recorded.sort();
-    assert_eq!(
-        recorded,
-        [
-            "after Some(Completed)",
-            "before Some(Completed)",
-            "during-1 Some(Completed)"
-        ]
-    );
+    let mut expected: Vec<String> = (0..8)
+        .map(|i| format!("after-{i} Some(Completed)"))
+        .chain([
+            "before Some(Completed)".to_string(),
+            "during-1 Some(Completed)".to_string(),
+        ])
+        .collect();
+    expected.sort();
+    assert_eq!(recorded, expected);
 }
