@@ -66,18 +66,7 @@ impl Ledger {
                 }
                 dead.insert(owner.clone());
             }
-            let result = outcome_unknown(&call_id, tool);
-            let outcome = Outcome::of(&result)?;
-            let detail = format!(
-                "the host stopped while this call was {state}; closed as outcome_unknown, \
-                 never re-run"
-            );
-            let lines = event_lines([(
-                now,
-                Stage::Recover.as_str(),
-                Decision::OutcomeUnknown.as_str(),
-                detail.as_str(),
-            )])?;
+            let (outcome, lines) = closing(&call_id, tool, "the host stopped", &state, now)?;
             close_call(&tx, &run_id, &call_id, &outcome, now, &lines)?;
             closed.push((run_id, call_id));
         }
@@ -94,8 +83,29 @@ impl Ledger {
     }
 }
 
+/// What closing a lost call writes: its `outcome_unknown` outcome and its `recover` event,
+/// saying `why` the call (which was `state`) is closed.
+pub(super) fn closing(
+    call_id: &str,
+    tool: String,
+    why: &str,
+    state: &str,
+    now: i64,
+) -> Result<(Outcome, String), LedgerError> {
+    let outcome = Outcome::of(&outcome_unknown(call_id, tool))?;
+    let detail =
+        format!("{why} while this call was {state}; closed as outcome_unknown, never re-run");
+    let lines = event_lines([(
+        now,
+        Stage::Recover.as_str(),
+        Decision::OutcomeUnknown.as_str(),
+        detail.as_str(),
+    )])?;
+    Ok((outcome, lines))
+}
+
 /// The result recovery records for a call the host lost track of.
-pub(super) fn outcome_unknown(call_id: &str, tool: String) -> ToolResult {
+fn outcome_unknown(call_id: &str, tool: String) -> ToolResult {
     let call = ToolCall {
         call_id: call_id.to_owned(),
         name: tool,

@@ -11,7 +11,9 @@ use super::audit::{
 use super::codec::{decode_result, to_sql_u64};
 use super::error::check_key;
 use super::outcome::{close_call, Outcome};
-use super::write::{admission_lines, check_result_id, Applied, Backend, CallKey, Write};
+use super::write::{
+    admission_lines, check_result_id, finish_lines, Applied, Backend, CallKey, Write,
+};
 use super::{now_ms, Admission, LedgerError};
 use crate::contract::{Decision, Stage};
 
@@ -177,9 +179,7 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
             outcome,
             events,
         } => {
-            check_result_id(run_id, call_id, outcome)?;
-            let mut lines = pending_lines(events)?;
-            lines.push_str(&outcome.record_line(now)?);
+            let lines = finish_lines(run_id, call_id, outcome, events, now)?;
             close_call(conn, run_id, call_id, outcome, now, &lines)?;
             note_approval_requests(conn, run_id, call_id, events)?;
             Ok(Applied::Done)

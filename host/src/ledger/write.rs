@@ -104,6 +104,21 @@ pub(super) fn check_result_id(
     })
 }
 
+/// The event lines a `Finish` write appends: `events`, then the outcome's `record` event at
+/// `now` (after checking the outcome is this call's).
+pub(super) fn finish_lines(
+    run_id: &str,
+    call_id: &str,
+    outcome: &Outcome,
+    events: &[PendingEvent],
+    now: i64,
+) -> Result<String, LedgerError> {
+    check_result_id(run_id, call_id, outcome)?;
+    let mut lines = pending_lines(events)?;
+    lines.push_str(&outcome.record_line(now)?);
+    Ok(lines)
+}
+
 /// The event lines of a new call: its `admit` event, then `events`.
 pub(super) fn admission_lines(
     key: &CallKey,

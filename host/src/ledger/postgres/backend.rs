@@ -26,7 +26,9 @@ use super::super::audit::{
 use super::super::codec::decode_result;
 use super::super::error::check_key;
 use super::super::outcome::Outcome;
-use super::super::write::{admission_lines, check_result_id, Applied, Backend, CallKey, Write};
+use super::super::write::{
+    admission_lines, check_result_id, finish_lines, Applied, Backend, CallKey, Write,
+};
 use super::super::{now_ms, Admission, LedgerError};
 use super::PgConfig;
 use crate::contract::Stage;
@@ -150,15 +152,8 @@ impl PgBackend {
                 let sent = tokio::time::timeout(
                     super::store::OPERATION_TIMEOUT,
                     c.query_one(
-                        "SELECT toolhost_apply($1, $2, ($3::TEXT)::JSONB, $4, $5, $6)::TEXT",
-                        &[
-                            &id,
-                            &*owner,
-                            &writes,
-                            &MAX_APPENDED_EVENTS_CHARS,
-                            &marker,
-                            &now,
-                        ],
+                        "SELECT toolhost_apply($1, $2, ($3::TEXT)::JSONB, $4, $5)::TEXT",
+                        &[&id, &*owner, &writes, &MAX_APPENDED_EVENTS_CHARS, &marker],
                     ),
                 )
                 .await;
@@ -233,9 +228,7 @@ pub(super) fn encode(write: &Write, now: i64) -> Result<Value, LedgerError> {
             outcome,
             events,
         } => {
-            check_result_id(run_id, call_id, outcome)?;
-            let mut lines = pending_lines(events)?;
-            lines.push_str(&outcome.record_line(now)?);
+            let lines = finish_lines(run_id, call_id, outcome, events, now)?;
             json!({
                 "op": "finish", "run_id": run_id, "call_id": call_id, "now": now,
                 "lines": lines, "outcome": outcome_json(outcome),

@@ -6,13 +6,10 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use super::super::audit::event_lines;
-use super::super::outcome::Outcome;
-use super::super::recovery::outcome_unknown;
+use super::super::recovery::closing;
 use super::super::{now_ms, LedgerError};
 use super::calls::close_call;
 use super::store::DB_NOW_MS;
-use crate::contract::{Decision, Stage};
 
 pub(super) fn lease_ms(lease: Duration) -> i64 {
     i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
@@ -48,18 +45,8 @@ pub(super) async fn recover(c: &Client) -> Result<Vec<(String, String)>, LedgerE
     for row in rows {
         let (run_id, call_id, tool, state): (String, String, String, String) =
             (row.get(0), row.get(1), row.get(2), row.get(3));
-        let outcome = Outcome::of(&outcome_unknown(&call_id, tool))?;
         let now = now_ms();
-        let detail = format!(
-            "the host's lease passed while this call was {state}; closed as outcome_unknown, \
-             never re-run"
-        );
-        let lines = event_lines([(
-            now,
-            Stage::Recover.as_str(),
-            Decision::OutcomeUnknown.as_str(),
-            detail.as_str(),
-        )])?;
+        let (outcome, lines) = closing(&call_id, tool, "the host's lease passed", &state, now)?;
         match close_call(c, &run_id, &call_id, &outcome, now, &lines).await {
             Ok(()) => closed.push((run_id, call_id)),
             // Its host finished it, or another host recovered it, in between: one outcome.

@@ -309,7 +309,7 @@ $$;
 -- Apply a group: each write in its own subtransaction, one answer per write, remembered
 -- under p_group so that the same group sent again is answered, not applied again.
 CREATE FUNCTION toolhost_apply(p_group TEXT, p_owner TEXT, p_writes JSONB, p_cap BIGINT,
-                               p_marker TEXT, p_now BIGINT)
+                               p_marker TEXT)
 RETURNS JSONB LANGUAGE plpgsql AS $$
 DECLARE
     w JSONB;

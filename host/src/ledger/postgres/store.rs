@@ -155,8 +155,11 @@ impl PgStore {
     fn spawn_upkeep(&self) {
         let (c, owner, lease) = (self.connector(), self.owner.clone(), self.lease);
         self.runtime().spawn(async move {
-            let mut renew_every = tokio::time::interval(lease / 3);
-            let mut recover_every = tokio::time::interval(lease / 2);
+            // The first ticks come one period in: `start` has just taken the lease, and the
+            // runtime recovers at start-up (`config/build.rs`).
+            let now = tokio::time::Instant::now();
+            let mut renew_every = tokio::time::interval_at(now + lease / 3, lease / 3);
+            let mut recover_every = tokio::time::interval_at(now + lease / 2, lease / 2);
             loop {
                 tokio::select! {
                     _ = renew_every.tick() => {

@@ -343,7 +343,7 @@ fn pg_a_group_sent_twice_is_applied_once() {
     ]);
     let send = || {
         db.query(&format!(
-            "SELECT toolhost_apply('group-1', 'host', '{group}'::JSONB, 65536, 'marker', 1)::TEXT"
+            "SELECT toolhost_apply('group-1', 'host', '{group}'::JSONB, 65536, 'marker')::TEXT"
         ))
     };
     let first = send();
@@ -354,7 +354,7 @@ fn pg_a_group_sent_twice_is_applied_once() {
     assert_eq!(db.query("SELECT count(*) FROM calls"), ["2"]);
     // A new group with the same write is a second admission of the same key: in flight.
     let again = db.query(&format!(
-        "SELECT toolhost_apply('group-2', 'host', '{group}'::JSONB, 65536, 'marker', 1)::TEXT"
+        "SELECT toolhost_apply('group-2', 'host', '{group}'::JSONB, 65536, 'marker')::TEXT"
     ));
     let again: serde_json::Value = serde_json::from_str(&again[0]).unwrap();
     assert_eq!(again[0]["admission"], "in_flight", "{again}");
