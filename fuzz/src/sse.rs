@@ -8,16 +8,16 @@
 //! - the events (or the error) do not depend on how the body is cut into reads: byte at a time,
 //!   pseudo-random cuts, or whole;
 //! - no event is longer than [`MAX_EVENT_BYTES`];
-//! - a turn has at most [`MAX_CALLS_PER_TURN`] calls, in strictly increasing index order, at most
-//!   [`MAX_CONTENT_BYTES`] of text, and each call whose arguments failed carries an
-//!   `invalid_arguments` failure.
+//! - a turn has at most [`MAX_CALLS_PER_TURN`] calls, in strictly increasing index order (their
+//!   positions), at most [`MAX_CONTENT_BYTES`] of text (and the cut marker), and each call whose
+//!   arguments failed carries an `invalid_arguments` failure.
 
 use std::time::Instant;
 
 use serde_json::Value;
+use toolhost::agent::sse::{SseParser, MAX_EVENT_BYTES};
 use toolhost::agent::turn::{
-    ModelTurn, SseParser, TurnBuilder, TurnError, MAX_CALLS_PER_TURN, MAX_CONTENT_BYTES,
-    MAX_EVENT_BYTES,
+    ModelTurn, TurnBuilder, TurnError, CONTENT_CUT_MARKER, MAX_CALLS_PER_TURN, MAX_CONTENT_BYTES,
 };
 use toolhost::{Code, Status};
 
@@ -92,7 +92,7 @@ fn check_turn(turn: Result<ModelTurn, TurnError>) {
     );
     let content = turn.content.as_deref().unwrap_or("");
     assert!(
-        content.len() <= MAX_CONTENT_BYTES,
+        content.len() <= MAX_CONTENT_BYTES + CONTENT_CUT_MARKER.len(),
         "{} bytes of text",
         content.len()
     );

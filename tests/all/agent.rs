@@ -45,6 +45,7 @@ fn provider(server: &Scripted, stream: bool) -> Provider {
             ..ProviderOptions::default()
         },
     )
+    .unwrap()
 }
 
 struct Run {
@@ -140,12 +141,20 @@ async fn two_steps_tool_then_answer() {
         kinds,
         [
             "model_request",
+            "model_attempt",
             "model_response",
             "tool_result",
             "model_request",
-            "model_response"
+            "model_attempt",
+            "model_response",
+            "run_stopped"
         ]
     );
+    assert_eq!(
+        entries[1].detail.split(" after ").next(),
+        Some("attempt 1: ok")
+    );
+    assert_eq!(entries[7].detail, "finished");
     let calls = r.rt.ledger.calls(Some(&r.summary.run_id)).unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].call_id, "p:call_1");
@@ -634,7 +643,28 @@ async fn cli_run_with_api_key_from_env() {
     let run = summary["run_id"].as_str().unwrap();
     let ledger = toolhost(&["ledger", "--config", &config, "--run", run]);
     let l: Value = serde_json::from_str(&ledger.stdout).unwrap();
-    assert_eq!(l["transcript"].as_array().unwrap().len(), 5, "{l}");
+    // Per step: the request, its one attempt, the response; the tool result; the stop.
+    let kinds: Vec<&str> = l["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "model_request",
+            "model_attempt",
+            "model_response",
+            "tool_result",
+            "model_request",
+            "model_attempt",
+            "model_response",
+            "run_stopped"
+        ],
+        "{l}"
+    );
+    assert_eq!(l["stopped"], "finished");
     assert_eq!(l["calls"][0]["tool"], "greet");
 
     // A missing key variable is a usage error before anything is sent.

@@ -77,7 +77,8 @@ async fn agent_tool_messages_cannot_be_forged() {
         agent::Endpoint::parse(&server.base_url()).unwrap(),
         None,
         ProviderOptions::default(),
-    );
+    )
+    .unwrap();
     let config = AgentConfig::default();
     let messages = agent::prompt_messages("greet", &config);
     let ctx = rt.context("frames", "default");

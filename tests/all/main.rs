@@ -4,7 +4,10 @@
 //! `just test` does it (`just build-guests`).
 
 mod agent;
+mod agent_approval;
+mod agent_loop;
 mod agent_secrets;
+mod agent_transport;
 mod approval_codes;
 mod cache;
 mod cli;

@@ -608,7 +608,8 @@ async fn agent_repeated_argument_keys_are_invalid_arguments() {
         agent::Endpoint::parse(&server.base_url()).unwrap(),
         None,
         ProviderOptions::default(),
-    );
+    )
+    .unwrap();
     let agent_config = AgentConfig::default();
     let messages = agent::prompt_messages("greet twice", &agent_config);
     let ctx = rt.context("frames", "default");

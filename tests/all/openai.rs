@@ -1,7 +1,9 @@
-//! A scripted OpenAI-compatible chat-completions server on loopback: real HTTP/1.1, real
-//! server-sent-event chunks in the format hosted endpoints send. Each request gets the next
-//! scripted reply (or the fallback's), and every request is kept for assertions.
+//! A scripted OpenAI-compatible chat-completions server on loopback: real HTTP/1.1 with
+//! keep-alive (chunked streams), real server-sent-event chunks in the format hosted endpoints
+//! send. Each request gets the next scripted reply (or the fallback's), and every request and
+//! connection is counted for assertions.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +26,10 @@ pub enum Reply {
     Body(u16, String),
     /// Hold the request this long before answering with the inner reply.
     Delay(Duration, Box<Reply>),
+    /// `text/event-stream` with exactly these bytes as the body (line endings, BOM, …).
+    RawStream(Vec<u8>),
+    /// `text/event-stream` of this many bytes of keep-alive comments, never finishing.
+    Flood(usize),
 }
 
 /// What the server saw of one request.
@@ -38,6 +44,7 @@ type Fallback = Arc<dyn Fn(usize) -> Reply + Send + Sync>;
 pub struct Scripted {
     pub port: u16,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    connections: Arc<AtomicUsize>,
 }
 
 impl Scripted {
@@ -48,6 +55,11 @@ impl Scripted {
     pub fn requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
 }
 
 /// Serve `script` in order, then `fallback(request_number)` (0-based) for every later request.
@@ -55,27 +67,58 @@ pub async fn scripted(script: Vec<Reply>, fallback: Option<Fallback>) -> Scripte
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let script = Arc::new(Mutex::new(std::collections::VecDeque::from(script)));
+    let connections = Arc::new(AtomicUsize::new(0));
+    let state = Arc::new(Server {
+        log: seen.clone(),
+        script: Mutex::new(std::collections::VecDeque::from(script)),
+        fallback,
+        n: AtomicUsize::new(0),
+    });
+    let accepted = connections.clone();
     tokio::spawn(async move {
-        let mut n = 0usize;
         loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
+            let Ok((sock, _)) = listener.accept().await else {
                 return;
             };
-            let Some(seen) = read_request(&mut sock).await else {
-                continue;
-            };
-            log.lock().unwrap().push(seen);
-            let reply =
-                script.lock().unwrap().pop_front().unwrap_or_else(|| {
-                    fallback.as_ref().map_or(Reply::Status(500, None), |f| f(n))
-                });
-            n += 1;
-            tokio::spawn(async move { answer(sock, reply).await });
+            accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve_connection(sock, state.clone()));
         }
     });
-    Scripted { port, seen }
+    Scripted {
+        port,
+        seen,
+        connections,
+    }
+}
+
+struct Server {
+    log: Arc<Mutex<Vec<Seen>>>,
+    script: Mutex<std::collections::VecDeque<Reply>>,
+    fallback: Option<Fallback>,
+    n: AtomicUsize,
+}
+
+/// Requests on one connection, in turn, for as long as the replies leave it open.
+async fn serve_connection(mut sock: tokio::net::TcpStream, state: Arc<Server>) {
+    // A bound on requests per connection keeps the loop finite.
+    for _ in 0..10_000 {
+        let Some(seen) = read_request(&mut sock).await else {
+            return;
+        };
+        state.log.lock().unwrap().push(seen);
+        let n = state.n.fetch_add(1, Ordering::SeqCst);
+        let next = state.script.lock().unwrap().pop_front();
+        let reply = next.unwrap_or_else(|| {
+            state
+                .fallback
+                .as_ref()
+                .map_or(Reply::Status(500, None), |f| f(n))
+        });
+        if !answer(&mut sock, reply).await {
+            let _ = sock.shutdown().await;
+            return;
+        }
+    }
 }
 
 async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<Seen> {
@@ -124,70 +167,96 @@ async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<Seen> {
     })
 }
 
-async fn answer(mut sock: tokio::net::TcpStream, reply: Reply) {
+/// Write one reply; whether the connection stays open for the next request.
+async fn answer(sock: &mut tokio::net::TcpStream, reply: Reply) -> bool {
     let mut reply = reply;
     while let Reply::Delay(d, inner) = reply {
         tokio::time::sleep(d).await;
         reply = *inner;
     }
-    let sse_head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+    let sse_head =
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n";
     match reply {
         Reply::Stream(chunks) => {
-            let _ = sock.write_all(sse_head.as_bytes()).await;
-            for c in chunks {
-                let _ = sock.write_all(format!("data: {c}\n\n").as_bytes()).await;
-                let _ = sock.flush().await;
+            let mut body: Vec<Vec<u8>> = chunks
+                .iter()
+                .map(|c| format!("data: {c}\n\n").into_bytes())
+                .collect();
+            body.push(b"data: [DONE]\n\n".to_vec());
+            chunked(sock, sse_head, body).await
+        }
+        Reply::RawStream(bytes) => {
+            // In small pieces, so the reader sees line endings split across reads.
+            chunked(
+                sock,
+                sse_head,
+                bytes.chunks(3).map(<[u8]>::to_vec).collect(),
+            )
+            .await
+        }
+        Reply::Flood(total) => {
+            let _ = sock
+                .write_all(format!("{sse_head}connection: close\r\n\r\n").as_bytes())
+                .await;
+            let line = format!(": {}\n", "k".repeat(64 * 1024 - 3));
+            let mut sent = 0;
+            while sent < total {
+                if sock.write_all(line.as_bytes()).await.is_err() {
+                    break;
+                }
+                sent += line.len();
             }
-            let _ = sock.write_all(b"data: [DONE]\n\n").await;
+            false
         }
         Reply::Cut(chunks) => {
-            let _ = sock.write_all(sse_head.as_bytes()).await;
+            let _ = sock
+                .write_all(format!("{sse_head}connection: close\r\n\r\n").as_bytes())
+                .await;
             for c in chunks {
                 let _ = sock.write_all(format!("data: {c}\n\n").as_bytes()).await;
             }
+            false
         }
-        Reply::Json(v) => {
-            let body = v.to_string();
-            let _ = sock
-                .write_all(
-                    format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
-                )
-                .await;
-        }
+        Reply::Json(v) => whole(sock, 200, &v.to_string(), "").await,
         Reply::Status(code, retry_after) => {
             let body = json!({"error": {"message": "scripted failure", "type": "server_error"}})
                 .to_string();
             let retry = retry_after
                 .map(|s| format!("retry-after: {s}\r\n"))
                 .unwrap_or_default();
-            let _ = sock
-                .write_all(
-                    format!(
-                        "HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\n{retry}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
-                )
-                .await;
+            whole(sock, code, &body, &retry).await
         }
-        Reply::Body(code, body) => {
-            let _ = sock
-                .write_all(
-                    format!(
-                        "HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
-                )
-                .await;
-        }
+        Reply::Body(code, body) => whole(sock, code, &body, "").await,
         Reply::Delay(..) => unreachable!(),
     }
-    let _ = sock.shutdown().await;
+}
+
+/// A response with a content-length; the connection stays open.
+async fn whole(sock: &mut tokio::net::TcpStream, code: u16, body: &str, extra: &str) -> bool {
+    let head = format!(
+        "HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await.is_ok()
+        && sock.write_all(body.as_bytes()).await.is_ok()
+        && sock.flush().await.is_ok()
+}
+
+/// A chunked response, one chunk per piece, flushed as it goes; the connection stays open.
+async fn chunked(sock: &mut tokio::net::TcpStream, head: &str, pieces: Vec<Vec<u8>>) -> bool {
+    let head = format!("{head}transfer-encoding: chunked\r\n\r\n");
+    if sock.write_all(head.as_bytes()).await.is_err() {
+        return false;
+    }
+    for p in pieces.iter().filter(|p| !p.is_empty()) {
+        let mut frame = format!("{:x}\r\n", p.len()).into_bytes();
+        frame.extend_from_slice(p);
+        frame.extend_from_slice(b"\r\n");
+        if sock.write_all(&frame).await.is_err() || sock.flush().await.is_err() {
+            return false;
+        }
+    }
+    sock.write_all(b"0\r\n\r\n").await.is_ok() && sock.flush().await.is_ok()
 }
 
 /// Chunks of an assistant message that proposes `calls` (id, name, arguments text), each

@@ -4,20 +4,32 @@
 //!
 //! # Layout
 //!
+//! - [`approval`]: what a human or an operator's command is shown of a call to approve;
+//!   [`approve_terminal`] asks at the terminal, [`approve_command`] runs `--approve-with`.
 //! - [`guards`]: `[agent]` bounds and the named stop reasons.
 //! - [`schema`]: canonical input schemas → the subset providers accept.
-//! - [`turn`]: server-sent events and chunks → one model turn (text, calls, usage).
+//! - [`sse`]: server-sent events → the data of each event.
+//! - [`turn`]: chunks or a whole response → one model turn (text, calls, usage).
+//! - [`endpoint`]: the base URL → the chat-completions URL.
 //! - [`provider`]: the HTTP(S) client, bounded reads, retries of the model request only.
 //! - [`redact`]: the API key (and credential echoes) out of whatever a response gives back.
 //! - [`run`]: the loop and its summary.
 
+pub mod approval;
+pub mod approve_command;
+pub mod approve_terminal;
+pub mod endpoint;
 pub mod guards;
 pub mod provider;
 pub mod redact;
 pub mod run;
 pub mod schema;
+pub mod sse;
 pub mod turn;
 
+pub use approve_command::CommandApprover;
+pub use approve_terminal::TerminalApprover;
+pub use endpoint::Endpoint;
 pub use guards::{AgentConfig, StopReason};
-pub use provider::{Endpoint, Provider, ProviderError, ProviderOptions};
+pub use provider::{Provider, ProviderError, ProviderOptions};
 pub use run::{advertised_tools, prompt_messages, run_agent, Summary};

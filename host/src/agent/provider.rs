@@ -1,30 +1,32 @@
 //! The OpenAI-compatible chat-completions client: one POST per model request (HTTP/1.1, TLS
 //! for `https`), streamed (server-sent events) or whole, every read bounded in bytes and time.
 //!
+//! The transport is [`reqwest`]: connections are kept alive and reused across the steps of a
+//! run (one TCP + TLS handshake per run, not per request); `HTTPS_PROXY`/`HTTP_PROXY`/
+//! `ALL_PROXY` and `NO_PROXY` are honoured as curl does; a server's certificate may chain to
+//! Mozilla's roots (bundled) or to the system's (`/etc/ssl/certs`, `SSL_CERT_FILE` — where a
+//! company's own CA goes). Redirects are not followed: the request carries the API key.
+//!
 //! Only the *model request* is ever retried — on a timeout, a 429 (honouring `Retry-After`), a
 //! 5xx, a connection failure, a truncated stream or malformed JSON — at most
-//! [`ProviderOptions::max_retries`] times. A turn is handed to the loop only when complete, so
-//! a retried request never re-runs a tool.
+//! [`ProviderOptions::max_retries`] times. A response past toolhost's own size caps is not
+//! retried (the same request would pull as much again). A turn is handed to the loop only when
+//! complete, so a retried request never re-runs a tool. Every attempt is reported
+//! ([`Attempt`]), also when the run's deadline or a cancel cuts one short.
 //!
 //! Nothing of a response leaves this module unredacted: every error and every turn goes
 //! through the provider's [`Redactor`] (see `redact.rs`), so an endpoint that echoes the API
 //! key cannot put it into the summary or the ledger.
-//!
-//! Longer than 500 lines: 40 of them are its unit tests, kept beside the code they test (the code is 470 lines).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
+use super::endpoint::Endpoint;
 use super::redact::Redactor;
-use super::turn::{ModelTurn, SseParser, TurnBuilder, TurnError};
+use super::sse::SseParser;
+use super::turn::{ModelTurn, TurnBuilder, TurnError};
 
 /// Largest whole (non-streamed) response body read.
 pub const MAX_RESPONSE_BYTES: usize = 8 << 20;
@@ -34,6 +36,13 @@ pub const MAX_STREAM_BYTES: usize = 32 << 20;
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Bytes of an error response body kept for the operator's message (cut after redaction).
 const ERROR_EXCERPT_BYTES: usize = 300;
+/// Bytes of an error response body read at all.
+const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
+/// How long, and how many bytes, the end of a stream after `[DONE]` is read for.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(250);
+const DRAIN_BYTES: usize = 64 << 10;
+/// How long an idle kept-alive connection to the endpoint is kept for the next step.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// How to talk to the endpoint.
 #[derive(Debug, Clone)]
@@ -70,6 +79,8 @@ impl Default for ProviderOptions {
 pub enum ProviderError {
     #[error("the base URL is not usable: {0}")]
     InvalidUrl(String),
+    #[error("the HTTP client cannot be set up: {0}")]
+    Setup(String),
     #[error("cannot connect to the endpoint: {0}")]
     Connect(String),
     #[error("the endpoint did not answer in time")]
@@ -82,6 +93,8 @@ pub enum ProviderError {
     Refused { status: u16, excerpt: String },
     #[error(transparent)]
     Turn(#[from] TurnError),
+    #[error("the run's deadline passed")]
+    Deadline,
     #[error("the run was cancelled")]
     Cancelled,
 }
@@ -95,14 +108,15 @@ impl ProviderError {
                 | ProviderError::Timeout
                 | ProviderError::RateLimited { .. }
                 | ProviderError::Server { .. }
-                | ProviderError::Turn(_)
+                | ProviderError::Turn(TurnError::Truncated | TurnError::Malformed(_))
         )
     }
 
-    /// A stable name for summaries.
+    /// A stable name for summaries and the ledger.
     pub fn code(&self) -> &'static str {
         match self {
             ProviderError::InvalidUrl(_) => "invalid_url",
+            ProviderError::Setup(_) => "client_setup_failed",
             ProviderError::Connect(_) => "connect_failed",
             ProviderError::Timeout => "timeout",
             ProviderError::RateLimited { .. } => "rate_limited",
@@ -110,6 +124,8 @@ impl ProviderError {
             ProviderError::Refused { .. } => "refused",
             ProviderError::Turn(TurnError::Truncated) => "truncated_stream",
             ProviderError::Turn(TurnError::Malformed(_)) => "malformed_response",
+            ProviderError::Turn(TurnError::TooLarge(_)) => "response_too_large",
+            ProviderError::Deadline => "deadline",
             ProviderError::Cancelled => "cancelled",
         }
     }
@@ -118,6 +134,7 @@ impl ProviderError {
     pub fn redacted(self, r: &Redactor) -> ProviderError {
         match self {
             ProviderError::InvalidUrl(s) => ProviderError::InvalidUrl(r.redact(&s)),
+            ProviderError::Setup(s) => ProviderError::Setup(r.redact(&s)),
             ProviderError::Connect(s) => ProviderError::Connect(r.redact(&s)),
             ProviderError::Server { status, excerpt } => ProviderError::Server {
                 status,
@@ -132,122 +149,87 @@ impl ProviderError {
             }
             e @ (ProviderError::Timeout
             | ProviderError::RateLimited { .. }
-            | ProviderError::Turn(TurnError::Truncated)
+            | ProviderError::Turn(TurnError::Truncated | TurnError::TooLarge(_))
+            | ProviderError::Deadline
             | ProviderError::Cancelled) => e,
-        }
-    }
-}
-
-/// Where the chat-completions endpoint is.
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    tls: bool,
-    host: String,
-    port: u16,
-    /// The request path, e.g. `/v1/chat/completions`.
-    path: String,
-}
-
-impl Endpoint {
-    /// `base_url` as OpenAI clients take it (`https://api.example.com/v1`,
-    /// `http://127.0.0.1:8080/v1`); `/chat/completions` is appended.
-    pub fn parse(base_url: &str) -> Result<Endpoint, ProviderError> {
-        let uri: hyper::Uri = base_url
-            .parse()
-            .map_err(|e| ProviderError::InvalidUrl(format!("{base_url:?}: {e}")))?;
-        let tls = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => {
-                return Err(ProviderError::InvalidUrl(format!(
-                    "{base_url:?}: the scheme must be http or https"
-                )))
-            }
-        };
-        let host = uri
-            .host()
-            .ok_or_else(|| ProviderError::InvalidUrl(format!("{base_url:?}: no host")))?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        let base = uri.path().trim_end_matches('/');
-        Ok(Endpoint {
-            tls,
-            host,
-            port,
-            path: format!("{base}/chat/completions"),
-        })
-    }
-
-    fn authority(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
         }
     }
 }
 
 /// A chat-completions client for one endpoint.
 pub struct Provider {
-    endpoint: Endpoint,
+    url: reqwest::Url,
     api_key: Option<String>,
     /// Takes the key (and credential echoes) out of everything a response gives back.
     redactor: Redactor,
     options: ProviderOptions,
-    tls: Option<tokio_rustls::TlsConnector>,
+    /// Keeps the connection of one step for the next.
+    client: reqwest::Client,
 }
 
 impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the key.
         f.debug_struct("Provider")
-            .field("endpoint", &self.endpoint)
+            .field("url", &self.url.as_str())
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .finish()
     }
 }
 
-/// A model request that failed for good, and how many attempts it took.
+/// One attempt of a model request, as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// `ok`, or the [`ProviderError::code`] it ended with.
+    pub outcome: &'static str,
+    /// The redacted error, for the operator (empty when ok).
+    pub detail: String,
+    pub elapsed_ms: u64,
+}
+
+/// A model request that failed for good, and every attempt it took.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failed {
     pub error: ProviderError,
-    pub attempts: u32,
+    pub attempts: Vec<Attempt>,
 }
 
 /// What one successful model request took.
 #[derive(Debug, Clone)]
 pub struct Completion {
     pub turn: ModelTurn,
-    /// Attempts made (1 without retries).
-    pub attempts: u32,
-    /// The request body's bytes and the response's bytes, for the transcript.
+    /// Every attempt, the successful last one included.
+    pub attempts: Vec<Attempt>,
+    /// The response's bytes, for the transcript.
     pub response_bytes: u64,
     pub response_digest: String,
 }
 
 impl Provider {
-    pub fn new(endpoint: Endpoint, api_key: Option<String>, options: ProviderOptions) -> Self {
-        let tls = endpoint.tls.then(|| {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-            tokio_rustls::TlsConnector::from(Arc::new(config))
-        });
-        Provider {
-            endpoint,
+    /// A client for `endpoint`. Fails only when the TLS roots or the proxy settings of the
+    /// environment cannot be used.
+    pub fn new(
+        endpoint: Endpoint,
+        api_key: Option<String>,
+        options: ProviderOptions,
+    ) -> Result<Self, ProviderError> {
+        let url = reqwest::Url::parse(&endpoint.url())
+            .map_err(|e| ProviderError::InvalidUrl(format!("{}: {e}", endpoint.url())))?;
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(options.connect_timeout)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .http1_only()
+            .build()
+            .map_err(|e| ProviderError::Setup(innermost(&e)))?;
+        Ok(Provider {
+            url,
             redactor: Redactor::new(api_key.as_deref()),
             api_key,
             options,
-            tls,
-        }
+            client,
+        })
     }
 
     pub fn options(&self) -> &ProviderOptions {
@@ -260,55 +242,69 @@ impl Provider {
     }
 
     /// Send one model request, retrying what may be retried, until a complete turn arrives,
-    /// a non-retryable error, the retries run out, or `cancel`. The turn and the error come
-    /// back redacted.
+    /// a non-retryable error, the retries run out, `deadline` or `cancel`. The turn and the
+    /// errors come back redacted, with every attempt made.
     pub async fn complete(
         &self,
         body: &Value,
         cancel: &CancellationToken,
+        deadline: Instant,
     ) -> Result<Completion, Failed> {
-        let bytes = Bytes::from(serde_json::to_vec(body).expect("a request body serializes"));
-        let mut attempt = 0u32;
+        let bytes = serde_json::to_vec(body).expect("a request body serializes");
+        let mut attempts: Vec<Attempt> = Vec::new();
+        let deadline = tokio::time::Instant::from_std(deadline);
         loop {
-            attempt += 1;
+            let started = Instant::now();
             let result = tokio::select! {
                 r = tokio::time::timeout(self.options.request_timeout, self.attempt(bytes.clone())) => {
                     r.unwrap_or(Err(ProviderError::Timeout))
                 }
                 _ = cancel.cancelled() => Err(ProviderError::Cancelled),
+                _ = tokio::time::sleep_until(deadline) => Err(ProviderError::Deadline),
             };
-            match result {
-                Ok((mut turn, raw)) => {
-                    self.redactor.redact_turn(&mut turn);
-                    return Ok(Completion {
-                        turn,
-                        attempts: attempt,
-                        response_bytes: raw.len() as u64,
-                        response_digest: crate::ledger::digest_bytes(&raw),
+            let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let (turn, raw) = match result {
+                Ok(done) => done,
+                Err(e) => {
+                    let error = e.redacted(&self.redactor);
+                    attempts.push(Attempt {
+                        outcome: error.code(),
+                        detail: error.to_string(),
+                        elapsed_ms,
                     });
-                }
-                Err(e) if e.retryable() && attempt <= self.options.max_retries => {
-                    let wait = match &e {
+                    if !error.retryable() || attempts.len() > self.options.max_retries as usize {
+                        return Err(Failed { error, attempts });
+                    }
+                    let wait = match &error {
                         ProviderError::RateLimited {
                             retry_after: Some(d),
                         } => *d,
-                        _ => self.backoff(attempt),
+                        _ => self.backoff(attempts.len() as u32),
                     };
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = cancel.cancelled() => return Err(Failed {
-                            error: ProviderError::Cancelled,
-                            attempts: attempt,
-                        }),
+                    let stop = tokio::select! {
+                        _ = tokio::time::sleep(wait) => None,
+                        _ = cancel.cancelled() => Some(ProviderError::Cancelled),
+                        _ = tokio::time::sleep_until(deadline) => Some(ProviderError::Deadline),
+                    };
+                    if let Some(error) = stop {
+                        return Err(Failed { error, attempts });
                     }
+                    continue;
                 }
-                Err(error) => {
-                    return Err(Failed {
-                        error: error.redacted(&self.redactor),
-                        attempts: attempt,
-                    })
-                }
-            }
+            };
+            let mut turn = turn;
+            self.redactor.redact_turn(&mut turn);
+            attempts.push(Attempt {
+                outcome: "ok",
+                detail: String::new(),
+                elapsed_ms,
+            });
+            return Ok(Completion {
+                turn,
+                attempts,
+                response_bytes: raw.len() as u64,
+                response_digest: crate::ledger::digest_bytes(&raw),
+            });
         }
     }
 
@@ -318,81 +314,39 @@ impl Provider {
     }
 
     /// One attempt: the turn and the raw response bytes.
-    async fn attempt(&self, body: Bytes) -> Result<(ModelTurn, Vec<u8>), ProviderError> {
-        let tcp = tokio::time::timeout(
-            self.options.connect_timeout,
-            TcpStream::connect((self.endpoint.host.as_str(), self.endpoint.port)),
-        )
-        .await
-        .map_err(|_| ProviderError::Timeout)?
-        .map_err(|e| ProviderError::Connect(e.kind().to_string()))?;
-        match &self.tls {
-            None => self.exchange(tcp, body).await,
-            Some(tls) => {
-                let name = rustls::pki_types::ServerName::try_from(self.endpoint.host.clone())
-                    .map_err(|e| ProviderError::InvalidUrl(e.to_string()))?;
-                let stream =
-                    tokio::time::timeout(self.options.connect_timeout, tls.connect(name, tcp))
-                        .await
-                        .map_err(|_| ProviderError::Timeout)?
-                        .map_err(|e| ProviderError::Connect(format!("TLS: {e}")))?;
-                self.exchange(stream, body).await
-            }
-        }
-    }
-
-    async fn exchange<S>(
-        &self,
-        stream: S,
-        body: Bytes,
-    ) -> Result<(ModelTurn, Vec<u8>), ProviderError>
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| ProviderError::Connect(e.to_string()))?;
-        let driver = tokio::spawn(conn);
-        let _stop = AbortOnDrop(driver);
-        let mut req = hyper::Request::post(self.endpoint.path.as_str())
-            .header(hyper::header::HOST, self.endpoint.authority())
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .header(
-                hyper::header::ACCEPT,
-                if self.options.stream {
-                    "text/event-stream"
-                } else {
-                    "application/json"
-                },
-            );
+    async fn attempt(&self, body: Vec<u8>) -> Result<(ModelTurn, Vec<u8>), ProviderError> {
+        let accept = if self.options.stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        let mut req = self
+            .client
+            .post(self.url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, accept)
+            .body(body);
         if let Some(key) = &self.api_key {
-            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {key}"));
+            req = req.bearer_auth(key);
         }
-        let req = req
-            .body(Full::new(body))
-            .map_err(|e| ProviderError::InvalidUrl(e.to_string()))?;
         // No separate bound on the response head: a server may send it only after generating
         // (non-streamed) or after reading a long prompt; the attempt's own timeout applies.
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| ProviderError::Connect(e.to_string()))?;
+        let mut resp = req.send().await.map_err(transport_error)?;
         let status = resp.status();
         let retry_after = resp
             .headers()
-            .get(hyper::header::RETRY_AFTER)
+            .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER));
         let streamed = resp
             .headers()
-            .get(hyper::header::CONTENT_TYPE)
+            .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut body = resp.into_body();
         if !status.is_success() {
             let raw = self
-                .read_all(&mut body, 64 * 1024)
+                .read_all(&mut resp, MAX_ERROR_BODY_BYTES, "an error response")
                 .await
                 .unwrap_or_default();
             // Redact the whole body first: a cut must not leave a piece of the key behind.
@@ -410,90 +364,97 @@ impl Provider {
             let mut parser = SseParser::default();
             let mut raw = Vec::new();
             loop {
-                let frame = tokio::time::timeout(self.options.idle_timeout, body.frame())
+                let chunk = tokio::time::timeout(self.options.idle_timeout, resp.chunk())
                     .await
                     .map_err(|_| ProviderError::Timeout)?;
-                let Some(frame) = frame else { break };
-                let Ok(frame) = frame else {
-                    break; // the connection broke: whatever arrived decides (truncated or not)
-                };
-                let Ok(data) = frame.into_data() else {
-                    continue;
+                let Ok(Some(data)) = chunk else {
+                    // The end, or the connection broke: whatever arrived decides (truncated
+                    // or not).
+                    break;
                 };
                 if raw.len() + data.len() > MAX_STREAM_BYTES {
-                    return Err(TurnError::Malformed("the stream is too large".into()).into());
+                    return Err(TurnError::TooLarge("the stream").into());
                 }
                 raw.extend_from_slice(&data);
                 for event in parser.push(&data)? {
                     builder.event(&event, Instant::now())?;
                 }
                 if builder.saw_done() {
+                    self.drain(&mut resp).await;
                     break;
                 }
             }
             Ok((builder.finish(Instant::now())?, raw))
         } else {
-            let raw = self.read_all(&mut body, MAX_RESPONSE_BYTES).await?;
+            let raw = self
+                .read_all(&mut resp, MAX_RESPONSE_BYTES, "the response")
+                .await?;
             builder.whole_body(&raw, Instant::now())?;
             Ok((builder.finish(Instant::now())?, raw))
         }
     }
 
+    /// Read what follows `[DONE]` (the end of a chunked body, normally a few bytes), briefly
+    /// and bounded, so the connection can go back to the pool for the next step. A body that
+    /// does not end is dropped with its connection.
+    async fn drain(&self, resp: &mut reqwest::Response) {
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            let mut read = 0;
+            while let Ok(Some(data)) = resp.chunk().await {
+                read += data.len();
+                if read > DRAIN_BYTES {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+
     async fn read_all(
         &self,
-        body: &mut hyper::body::Incoming,
+        resp: &mut reqwest::Response,
         max: usize,
+        what: &'static str,
     ) -> Result<Vec<u8>, ProviderError> {
         let mut raw = Vec::new();
         loop {
-            let frame = tokio::time::timeout(self.options.idle_timeout, body.frame())
+            let chunk = tokio::time::timeout(self.options.idle_timeout, resp.chunk())
                 .await
                 .map_err(|_| ProviderError::Timeout)?;
-            let Some(frame) = frame else { break };
-            let frame = frame.map_err(|_| TurnError::Truncated)?;
-            if let Ok(data) = frame.into_data() {
-                if raw.len() + data.len() > max {
-                    return Err(TurnError::Malformed("the response is too large".into()).into());
-                }
-                raw.extend_from_slice(&data);
+            let Some(data) = chunk.map_err(|_| TurnError::Truncated)? else {
+                break;
+            };
+            if raw.len() + data.len() > max {
+                return Err(TurnError::TooLarge(what).into());
             }
+            raw.extend_from_slice(&data);
         }
         Ok(raw)
     }
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<Result<(), hyper::Error>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+/// A failure before a response: a timeout, or why the connection could not be made (the
+/// innermost cause, which names it — "Connection refused", "invalid peer certificate" — and
+/// no URL).
+fn transport_error(e: reqwest::Error) -> ProviderError {
+    if e.is_timeout() {
+        ProviderError::Timeout
+    } else {
+        ProviderError::Connect(innermost(&e))
     }
+}
+
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    last.to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Base URLs as OpenAI clients write them.
-    #[test]
-    fn endpoints() {
-        let e = Endpoint::parse("http://127.0.0.1:8080/v1").unwrap();
-        assert_eq!(
-            (e.tls, e.port, e.path.as_str()),
-            (false, 8080, "/v1/chat/completions")
-        );
-        let e = Endpoint::parse("https://api.example.com/v1/").unwrap();
-        assert_eq!(
-            (e.tls, e.port, e.path.as_str()),
-            (true, 443, "/v1/chat/completions")
-        );
-        let e = Endpoint::parse("http://[::1]:9000").unwrap();
-        assert_eq!(
-            (e.host.as_str(), e.authority()),
-            ("::1", "[::1]:9000".to_string())
-        );
-        assert!(Endpoint::parse("ftp://x/v1").is_err());
-    }
 
     /// Backoff doubles and is capped.
     #[test]
@@ -502,7 +463,8 @@ mod tests {
             Endpoint::parse("http://127.0.0.1:1/v1").unwrap(),
             Some("sk-secret".into()),
             ProviderOptions::default(),
-        );
+        )
+        .unwrap();
         assert_eq!(p.backoff(1), Duration::from_millis(500));
         assert_eq!(p.backoff(2), Duration::from_secs(1));
         assert_eq!(p.backoff(30), Duration::from_secs(8));

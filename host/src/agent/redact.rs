@@ -129,6 +129,7 @@ impl Redactor {
         }
         for c in &mut turn.calls {
             r(&mut c.name);
+            r(&mut c.proposed_arguments);
             if let Some(s) = &mut c.provider_id {
                 r(s);
             }

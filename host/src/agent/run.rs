@@ -13,9 +13,10 @@ use serde_json::{json, Value};
 
 use super::guards::{AgentConfig, StopReason};
 use super::provider::{Failed, Provider, ProviderError};
+use super::redact::Redactor;
 use super::schema::provider_schema;
-use super::turn::{ModelTurn, TokenUsage};
-use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult};
+use super::turn::{ModelTurn, ProposedCall, TokenUsage};
+use crate::contract::{Code, RunContext, Stage, Status, ToolCall, ToolResult, Usage};
 use crate::ledger::digest_bytes;
 use crate::policy::canonical_json;
 use crate::runtime::batch::Proposal;
@@ -75,8 +76,29 @@ struct State {
     repeats: HashMap<String, u32>,
 }
 
-/// Run the loop to a stop. `ctx` carries the run id, identity and cancellation (Ctrl-C); its
-/// budgets are set from `config` here.
+/// End the run: the summary says why (redacted once more), and so does the ledger.
+fn end_run(
+    runtime: &Runtime,
+    ctx: &RunContext,
+    redactor: &Redactor,
+    mut st: State,
+    why: StopReason,
+    detail: Option<String>,
+) -> Summary {
+    let s = &mut st.summary;
+    s.stopped_by = why;
+    s.detail = detail.map(|d| redactor.redact(&d));
+    s.final_text = s.final_text.take().map(|t| redactor.redact_secret(&t));
+    let text = match &s.detail {
+        Some(d) => format!("{why}: {d}"),
+        None => why.to_string(),
+    };
+    note(runtime, ctx, s.steps, "run_stopped", &text);
+    st.summary
+}
+
+/// Run the loop to a stop. `ctx` carries the run id, identity, cancellation (Ctrl-C) and the
+/// approver, if any; its budgets are set from `config` here.
 pub async fn run_agent(
     runtime: &Runtime,
     provider: &Provider,
@@ -107,12 +129,8 @@ pub async fn run_agent(
     };
     // Everything the summary says of the provider goes through its redactor once more.
     let redactor = provider.redactor();
-    let stop = |mut st: State, why: StopReason, detail: Option<String>| {
-        st.summary.stopped_by = why;
-        st.summary.detail = detail.map(|d| redactor.redact(&d));
-        st.summary.final_text = st.summary.final_text.map(|t| redactor.redact_secret(&t));
-        st.summary
-    };
+    let ctx = &ctx;
+    let stop = |st, why, detail| end_run(runtime, ctx, redactor, st, why, detail);
     loop {
         if ctx.cancel.is_cancelled() {
             return stop(st, StopReason::Cancelled, None);
@@ -143,33 +161,41 @@ pub async fn run_agent(
             body["stream_options"] = json!({"include_usage": true});
         }
         let request_bytes = serde_json::to_vec(&body).unwrap_or_default();
-        transcript(runtime, &ctx, step, "model_request", &request_bytes);
-        let left = deadline.saturating_duration_since(Instant::now());
-        let completion = tokio::select! {
-            c = provider.complete(&body, &ctx.cancel) => c,
-            _ = tokio::time::sleep(left) => Err(Failed { error: ProviderError::Timeout, attempts: 1 }),
+        transcript(runtime, ctx, step, "model_request", &request_bytes);
+        let completion = provider.complete(&body, &ctx.cancel, deadline).await;
+        let attempts = match &completion {
+            Ok(c) => &c.attempts,
+            Err(f) => &f.attempts,
         };
+        st.summary.model_requests += u32::try_from(attempts.len()).unwrap_or(u32::MAX);
+        for (n, a) in attempts.iter().enumerate() {
+            let mut text = format!("attempt {}: {} after {} ms", n + 1, a.outcome, a.elapsed_ms);
+            if !a.detail.is_empty() {
+                text.push_str(": ");
+                text.push_str(&a.detail);
+            }
+            note(runtime, ctx, step, "model_attempt", &text);
+        }
         let completion = match completion {
             Ok(c) => c,
-            Err(Failed { error, attempts }) => {
-                st.summary.model_requests += attempts;
-                if error == ProviderError::Cancelled {
-                    return stop(st, StopReason::Cancelled, None);
-                }
-                if Instant::now() >= deadline {
-                    return stop(st, StopReason::Deadline, None);
-                }
-                let detail = format!("{}: {error}", error.code());
-                return stop(st, StopReason::ProviderError, Some(detail));
+            Err(Failed { error, .. }) => {
+                return match error {
+                    ProviderError::Cancelled => stop(st, StopReason::Cancelled, None),
+                    ProviderError::Deadline => stop(st, StopReason::Deadline, None),
+                    error => {
+                        let detail = format!("{}: {error}", error.code());
+                        stop(st, StopReason::ProviderError, Some(detail))
+                    }
+                };
             }
         };
-        st.summary.model_requests += completion.attempts;
         let _ = runtime.ledger.transcript(
             &ctx.run_id,
             step,
             "model_response",
             &completion.response_digest,
             completion.response_bytes,
+            "",
         );
         let turn = completion.turn;
         if let Some(u) = turn.usage {
@@ -188,24 +214,29 @@ pub async fn run_agent(
         let (assistant, calls) = assistant_message(step, &turn);
         messages.push(assistant);
 
-        // Repeated-call detection, before anything runs.
+        // Repeated-call detection, before anything runs: the repeat that reaches the limit and
+        // every proposal after it are refused (recorded, never run), and the run stops.
         let mut repeated = None;
         let mut runnable = Vec::new();
-        for (c, provider_id) in &calls {
-            let key = repeat_key(c);
-            let n = st.repeats.entry(key).or_insert(0);
-            *n += 1;
-            if *n >= config.repeat_limit.max(1) && repeated.is_none() {
-                repeated = Some((c.clone(), provider_id.clone()));
+        for (c, proposed) in calls.iter().zip(&turn.calls) {
+            if repeated.is_some() {
+                break;
             }
-            if repeated.is_none() {
-                runnable.push((c.clone(), provider_id.clone()));
+            let n = st.repeats.entry(repeat_key(&c.0, proposed)).or_insert(0);
+            *n += 1;
+            if *n >= config.repeat_limit.max(1) {
+                repeated = Some(runnable.len());
+            } else {
+                runnable.push(c.clone());
             }
         }
-        let results = run_step(runtime, &ctx, &turn, &runnable).await;
+        let mut results = run_step(runtime, ctx, &turn, &runnable).await;
+        if let Some(at) = repeated {
+            results.extend(refuse_rest(runtime, ctx, &calls[at..], config.repeat_limit).await);
+        }
         let mut budget_stop = None;
         let mut terminal = false;
-        for ((call, provider_id), result) in runnable.iter().zip(&results) {
+        for ((call, provider_id), result) in calls.iter().zip(&results) {
             *st.summary
                 .tool_calls
                 .entry(result.status.as_str().to_string())
@@ -231,19 +262,25 @@ pub async fn run_agent(
                 terminal = true;
             }
             let content = result.model_message(config.tool_message_bytes);
-            transcript(runtime, &ctx, step, "tool_result", content.as_bytes());
+            transcript(runtime, ctx, step, "tool_result", content.as_bytes());
             messages.push(json!({
                 "role": "tool",
                 "tool_call_id": provider_id,
                 "content": content,
             }));
         }
-        if let Some((call, _)) = repeated {
+        if let Some(at) = repeated {
+            let call = &calls[at].0;
+            let what = if turn.calls[at].arguments.is_ok() {
+                "the same arguments"
+            } else {
+                "the same unparseable arguments"
+            };
             return stop(
                 st,
                 StopReason::RepeatedCall,
                 Some(format!(
-                    "{} was proposed with the same arguments {} times",
+                    "{} was proposed with {what} {} times",
                     crate::runtime::clip(&call.name, 64),
                     config.repeat_limit
                 )),
@@ -261,8 +298,44 @@ pub async fn run_agent(
     }
 }
 
+/// The repeated proposal (`repeated_call`) and those after it in its turn (`cancelled`: the
+/// run stops before them), each recorded with its outcome; none runs.
+async fn refuse_rest(
+    runtime: &Runtime,
+    ctx: &RunContext,
+    rest: &[(ToolCall, String)],
+    limit: u32,
+) -> Vec<ToolResult> {
+    let mut out = Vec::with_capacity(rest.len());
+    for (i, (call, _)) in rest.iter().enumerate() {
+        let result = if i == 0 {
+            ToolResult::failed(
+                call,
+                Code::RepeatedCall,
+                format!(
+                    "not run: this call repeats an earlier one of this run ({limit} times with \
+                     the same arguments); the run stops here"
+                ),
+                Usage::default(),
+            )
+        } else {
+            let mut r = ToolResult::failed(
+                call,
+                Code::Cancelled,
+                "not run: the run stopped at a repeated call proposed before this one",
+                Usage::default(),
+            );
+            r.status = Status::Cancelled;
+            r
+        };
+        out.push(runtime.refuse_at(ctx, call, Stage::Limit, result).await);
+    }
+    out
+}
+
 /// The assistant message to keep in the history (every call with an id the tool message can
-/// answer) and the calls with their ledger ids and provider ids.
+/// answer, with its arguments as proposed — also broken ones, so the model can see its
+/// mistake) and the calls with their ledger ids and provider ids.
 fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, String)>) {
     let mut tool_calls = Vec::new();
     let mut calls = Vec::new();
@@ -275,9 +348,9 @@ fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, Stri
             Some(id) => format!("p:{}", crate::runtime::clip(id, 200)),
             None => format!("s{step}.{}", c.index),
         };
-        let arguments = match &c.arguments {
-            Ok(v) => v.clone(),
-            Err(_) => Value::Null,
+        let (arguments, sent) = match &c.arguments {
+            Ok(v) => (v.clone(), v.to_string()),
+            Err(_) => (Value::Null, c.proposed_arguments.clone()),
         };
         tool_calls.push(json!({
             "id": provider_id,
@@ -285,7 +358,7 @@ fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, Stri
             "function": {
                 // The history keeps the name within its bound (run_call refuses a longer one).
                 "name": crate::contract::bounds::cut_tool_name(&c.name),
-                "arguments": if arguments.is_null() { "{}".to_string() } else { arguments.to_string() },
+                "arguments": sent,
             }
         }));
         calls.push((
@@ -348,9 +421,16 @@ async fn run_step(
     results
 }
 
-fn repeat_key(c: &ToolCall) -> String {
+/// What makes two proposals "the same call": the tool and its canonical arguments, or, when
+/// the arguments did not parse, the exact text sent (two different broken strings are two
+/// different calls).
+fn repeat_key(c: &ToolCall, proposed: &ProposedCall) -> String {
+    let arguments = match &proposed.arguments {
+        Ok(_) => c.arguments.clone(),
+        Err(_) => json!({"unparsed": proposed.proposed_digest}),
+    };
     digest_bytes(&canonical_json(
-        &json!({"tool": c.name, "arguments": c.arguments}),
+        &json!({"tool": c.name, "arguments": arguments}),
     ))
 }
 
@@ -361,5 +441,13 @@ fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes:
         kind,
         &digest_bytes(bytes),
         bytes.len() as u64,
+        "",
     );
+}
+
+/// A transcript entry that is only operator text.
+fn note(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, detail: &str) {
+    let _ = runtime
+        .ledger
+        .transcript(&ctx.run_id, step, kind, "", 0, detail);
 }

@@ -1,28 +1,34 @@
-//! One model turn, assembled from a streamed (server-sent events) or a whole chat-completions
-//! response: the text, the proposed tool calls in index order, why it finished, and the token
-//! usage the endpoint reported.
+//! One model turn, assembled from a streamed (server-sent events, see `sse.rs`) or a whole
+//! chat-completions response: the text, the proposed tool calls in the order they arrived, why
+//! it finished, and the token usage the endpoint reported.
 //!
-//! Tool-call argument fragments accumulate per index in the pipeline's
+//! Tool-call argument fragments accumulate per call in the pipeline's
 //! [`ArgumentStream`](crate::runtime::stream_args::ArgumentStream) (byte and time limits) and are
 //! parsed once, when the turn ends. Arguments that never complete or do not parse become an
 //! `invalid_arguments` result for that call; nothing partial is ever executed.
 //!
-//! Longer than 500 lines: 177 of them are its unit tests, kept beside the code they test (the code is 374 lines).
+//! A chunk belongs to the call its `index` names — unless it carries an id other than that
+//! call's: some servers stream every parallel call at index 0, so a new id at a used index
+//! starts a new call (never glued to the previous one, never dropped).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::contract::ToolResult;
 use crate::runtime::stream_args::ArgumentStream;
 
-/// Bytes of one server-sent event's data kept; a longer event is a malformed stream.
-pub const MAX_EVENT_BYTES: usize = 1 << 20;
-/// Bytes of assistant text kept per turn; the rest is cut.
+/// Bytes of assistant text kept per turn; the rest is cut (and the text says so).
 pub const MAX_CONTENT_BYTES: usize = 1 << 20;
+/// What ends a text cut at [`MAX_CONTENT_BYTES`].
+pub const CONTENT_CUT_MARKER: &str = "\n[toolhost: the reply was cut here, at 1 MiB]";
 /// Tool calls one turn may propose; more is a malformed response.
 pub const MAX_CALLS_PER_TURN: usize = 64;
+/// Bytes of a call's arguments *as proposed* kept for the history sent back to the model (so
+/// it can see a mistake); the arguments themselves are bounded by the argument stream.
+pub const MAX_PROPOSED_ARGUMENT_BYTES: usize = 8 << 10;
 
 /// Token counts an endpoint reported for one request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -35,12 +41,18 @@ pub struct TokenUsage {
 /// One call the model proposed.
 #[derive(Debug, Clone)]
 pub struct ProposedCall {
+    /// Its position in the turn (0, 1, …), unique within the turn.
     pub index: u32,
     /// The provider's id for it, if it sent one (not trusted to be unique).
     pub provider_id: Option<String>,
     pub name: String,
     /// The parsed arguments, or the `invalid_arguments` result to feed back instead.
     pub arguments: Result<Value, Box<ToolResult>>,
+    /// The argument text as the model sent it, cut at [`MAX_PROPOSED_ARGUMENT_BYTES`].
+    pub proposed_arguments: String,
+    /// SHA-256 (hex) of the whole argument text as sent: what the repeat guard compares when
+    /// the arguments do not parse.
+    pub proposed_digest: String,
 }
 
 /// A complete model turn.
@@ -59,67 +71,29 @@ pub enum TurnError {
     Malformed(String),
     #[error("the stream ended before the message finished")]
     Truncated,
+    /// Past one of toolhost's own size caps: asking again would pull as much again.
+    #[error("{0} is larger than toolhost accepts")]
+    TooLarge(&'static str),
 }
 
-/// Splits a byte stream into server-sent events and returns each event's data.
-#[derive(Debug, Default)]
-pub struct SseParser {
-    line: Vec<u8>,
-    data: String,
-    has_data: bool,
-}
-
-impl SseParser {
-    /// Feed bytes; returns the data of every event completed by them.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, TurnError> {
-        let mut events = Vec::new();
-        for &b in bytes {
-            if b != b'\n' {
-                if self.line.len() >= MAX_EVENT_BYTES {
-                    return Err(TurnError::Malformed("an event is too large".into()));
-                }
-                self.line.push(b);
-                continue;
-            }
-            let mut line = std::mem::take(&mut self.line);
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            let line = String::from_utf8(line)
-                .map_err(|_| TurnError::Malformed("an event is not UTF-8".into()))?;
-            if line.is_empty() {
-                if self.has_data {
-                    events.push(std::mem::take(&mut self.data));
-                    self.has_data = false;
-                }
-                continue;
-            }
-            if line.starts_with(':') {
-                continue; // comment / keep-alive
-            }
-            let (field, value) = match line.split_once(':') {
-                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-                None => (line.as_str(), ""),
-            };
-            if field == "data" {
-                if self.has_data {
-                    self.data.push('\n');
-                }
-                if self.data.len() + value.len() > MAX_EVENT_BYTES {
-                    return Err(TurnError::Malformed("an event is too large".into()));
-                }
-                self.data.push_str(value);
-                self.has_data = true;
-            }
-        }
-        Ok(events)
-    }
-}
-
-#[derive(Debug, Default)]
+/// One proposed call as it accumulates.
+#[derive(Debug)]
 struct PartialCall {
     id: Option<String>,
     name: Option<String>,
+    proposed: String,
+    digest: Sha256,
+}
+
+impl PartialCall {
+    fn new() -> Self {
+        PartialCall {
+            id: None,
+            name: None,
+            proposed: String::new(),
+            digest: Sha256::new(),
+        }
+    }
 }
 
 /// Accumulates one turn from chunks (streaming) or from a whole message.
@@ -127,7 +101,12 @@ struct PartialCall {
 pub struct TurnBuilder {
     content: String,
     has_content: bool,
-    calls: BTreeMap<u32, PartialCall>,
+    /// Text arrived past [`MAX_CONTENT_BYTES`].
+    content_cut: bool,
+    /// Calls in the order their first chunk arrived; a call's position keys its arguments.
+    calls: Vec<PartialCall>,
+    /// The provider's index → the position of the latest call at that index.
+    at_index: BTreeMap<u32, usize>,
     args: ArgumentStream,
     finish_reason: Option<String>,
     usage: Option<TokenUsage>,
@@ -136,8 +115,8 @@ pub struct TurnBuilder {
     repeated: Vec<usize>,
 }
 
-fn key(index: u32) -> String {
-    format!("index-{index}")
+fn key(position: usize) -> String {
+    format!("call-{position}")
 }
 
 /// The event's JSON, strictly parsed; a key repeated inside a call's *object* `arguments` (some
@@ -224,7 +203,7 @@ impl TurnBuilder {
         if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
             for (i, c) in calls.iter().enumerate() {
                 let index = u32::try_from(i).unwrap_or(u32::MAX);
-                self.call_delta(index, c, i, now)?;
+                self.call_delta(Some(index), c, i, now)?;
             }
         }
         self.finish_reason = Some(
@@ -258,7 +237,9 @@ impl TurnBuilder {
     fn text(&mut self, text: &str) {
         self.has_content = true;
         let room = MAX_CONTENT_BYTES.saturating_sub(self.content.len());
-        self.content.push_str(crate::runtime::clip(text, room));
+        let kept = crate::runtime::clip(text, room);
+        self.content_cut |= kept.len() < text.len();
+        self.content.push_str(kept);
     }
 
     fn delta(&mut self, delta: &Value, now: Instant) -> Result<(), TurnError> {
@@ -268,12 +249,12 @@ impl TurnBuilder {
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for (at, c) in calls.iter().enumerate() {
                 let index = match c.get("index").and_then(Value::as_u64) {
-                    Some(i) => u32::try_from(i).map_err(|_| {
+                    Some(i) => Some(u32::try_from(i).map_err(|_| {
                         TurnError::Malformed("a tool call index is out of range".into())
-                    })?,
+                    })?),
                     // Some servers send each call whole, without an index: match it by id,
                     // or give it the next index.
-                    None => self.index_without_index(c),
+                    None => None,
                 };
                 self.call_delta(index, c, at, now)?;
             }
@@ -281,40 +262,54 @@ impl TurnBuilder {
         Ok(())
     }
 
-    fn index_without_index(&self, c: &Value) -> u32 {
-        let id = c.get("id").and_then(Value::as_str);
-        let known = self
-            .calls
-            .iter()
-            .find(|(_, p)| id.is_some() && p.id.as_deref() == id)
-            .map(|(i, _)| *i);
-        known.unwrap_or_else(|| {
-            self.calls
+    /// The position of the call a chunk belongs to, starting a new call where it belongs to
+    /// none: at an index not seen yet, at a seen index with another id than that call's, or
+    /// (without an index) with an id not seen yet.
+    fn position(&mut self, index: Option<u32>, id: Option<&str>) -> Result<usize, TurnError> {
+        let found = match index {
+            Some(i) => self.at_index.get(&i).copied().filter(|&p| {
+                match (id, self.calls[p].id.as_deref()) {
+                    (Some(new), Some(old)) => new == old,
+                    _ => true,
+                }
+            }),
+            None => id.and_then(|id| self.calls.iter().position(|p| p.id.as_deref() == Some(id))),
+        };
+        if let Some(p) = found {
+            return Ok(p);
+        }
+        if self.calls.len() >= MAX_CALLS_PER_TURN {
+            return Err(TurnError::Malformed(format!(
+                "more than {MAX_CALLS_PER_TURN} tool calls in one message"
+            )));
+        }
+        let index = index.unwrap_or_else(|| {
+            self.at_index
                 .keys()
                 .next_back()
                 .map_or(0, |i| i.saturating_add(1))
-        })
+        });
+        self.calls.push(PartialCall::new());
+        let p = self.calls.len() - 1;
+        self.at_index.insert(index, p);
+        Ok(p)
     }
 
     /// One call's part of an event; `at` is its position in the event's `tool_calls`.
     fn call_delta(
         &mut self,
-        index: u32,
+        index: Option<u32>,
         c: &Value,
         at: usize,
         now: Instant,
     ) -> Result<(), TurnError> {
-        if !self.calls.contains_key(&index) && self.calls.len() >= MAX_CALLS_PER_TURN {
-            return Err(TurnError::Malformed(format!(
-                "more than {MAX_CALLS_PER_TURN} tool calls in one message"
-            )));
-        }
-        let partial = self.calls.entry(index).or_default();
-        if let Some(id) = c
+        let id = c
             .get("id")
             .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        {
+            .filter(|s| !s.is_empty());
+        let position = self.position(index, id)?;
+        let partial = &mut self.calls[position];
+        if let Some(id) = id {
             partial.id.get_or_insert_with(|| id.to_string());
         }
         let function = c.get("function");
@@ -331,10 +326,17 @@ impl TurnBuilder {
             Some(v @ Value::Object(_)) => v.to_string(),
             _ => String::new(),
         };
-        self.args.push(&key(index), name, &fragment, now);
+        partial.digest.update(fragment.as_bytes());
+        let room = MAX_PROPOSED_ARGUMENT_BYTES.saturating_sub(partial.proposed.len());
+        partial
+            .proposed
+            .push_str(crate::runtime::clip(&fragment, room));
+        self.args.push(&key(position), name, &fragment, now);
         if self.repeated.contains(&at) {
-            self.args
-                .fail(&key(index), "invalid arguments: the arguments repeat a key");
+            self.args.fail(
+                &key(position),
+                "invalid arguments: the arguments repeat a key",
+            );
         }
         Ok(())
     }
@@ -348,9 +350,10 @@ impl TurnBuilder {
         let calls = std::mem::take(&mut self.calls);
         let calls = calls
             .into_iter()
-            .map(|(index, p)| {
+            .enumerate()
+            .map(|(position, p)| {
                 let name = p.name.unwrap_or_default();
-                let arguments = match self.args.finish(&key(index), now) {
+                let arguments = match self.args.finish(&key(position), now) {
                     Ok(call) => Ok(call.arguments),
                     Err(mut r) => {
                         r.tool = name.clone();
@@ -358,13 +361,18 @@ impl TurnBuilder {
                     }
                 };
                 ProposedCall {
-                    index,
+                    index: u32::try_from(position).unwrap_or(u32::MAX),
                     provider_id: p.id,
                     name,
                     arguments,
+                    proposed_arguments: p.proposed,
+                    proposed_digest: hex::encode(p.digest.finalize()),
                 }
             })
             .collect();
+        if self.content_cut {
+            self.content.push_str(CONTENT_CUT_MARKER);
+        }
         Ok(ModelTurn {
             content: self.has_content.then_some(self.content),
             calls,
@@ -375,178 +383,5 @@ impl TurnBuilder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn chunk(delta: Value) -> String {
-        json!({"choices": [{"index": 0, "delta": delta}]}).to_string()
-    }
-
-    /// Events split anywhere across reads come out whole; comments and CRLF are handled.
-    #[test]
-    fn sse_events_survive_any_split() {
-        let text = ": keep-alive\r\ndata: {\"a\":1}\r\n\r\ndata: x\ndata: y\n\ndata: [DONE]\n\n";
-        for cut in 0..text.len() {
-            let mut p = SseParser::default();
-            let mut got = p.push(&text.as_bytes()[..cut]).unwrap();
-            got.extend(p.push(&text.as_bytes()[cut..]).unwrap());
-            assert_eq!(got, vec!["{\"a\":1}", "x\ny", "[DONE]"], "cut at {cut}");
-        }
-    }
-
-    /// Arguments in one-character fragments are assembled and parsed once.
-    #[test]
-    fn fragments_assemble_per_index() {
-        let now = Instant::now();
-        let mut b = TurnBuilder::default();
-        b.event(&chunk(json!({"content": "Let me "})), now).unwrap();
-        b.event(&chunk(json!({"content": "check."})), now).unwrap();
-        let args = r#"{"name":"Ada"}"#;
-        b.event(
-            &chunk(
-                json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
-                "function": {"name": "greet", "arguments": ""}}]}),
-            ),
-            now,
-        )
-        .unwrap();
-        for ch in args.chars() {
-            b.event(
-                &chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": ch.to_string()}}]})),
-                now,
-            )
-            .unwrap();
-        }
-        b.event(
-            &json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
-                .to_string(),
-            now,
-        )
-        .unwrap();
-        b.event(
-            &json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
-                .to_string(),
-            now,
-        )
-        .unwrap();
-        b.event("[DONE]", now).unwrap();
-        let t = b.finish(now).unwrap();
-        assert_eq!(t.content.as_deref(), Some("Let me check."));
-        assert_eq!(t.calls.len(), 1);
-        assert_eq!(t.calls[0].provider_id.as_deref(), Some("c1"));
-        assert_eq!(t.calls[0].name, "greet");
-        assert_eq!(
-            t.calls[0].arguments.as_ref().unwrap(),
-            &json!({"name": "Ada"})
-        );
-        assert_eq!(t.usage.unwrap().total, 15);
-    }
-
-    /// Arguments that never complete become invalid_arguments for that call only.
-    #[test]
-    fn unfinished_arguments_are_invalid() {
-        let now = Instant::now();
-        let mut b = TurnBuilder::default();
-        b.event(
-            &chunk(json!({"tool_calls": [
-                {"index": 0, "id": "a", "function": {"name": "greet", "arguments": "{\"name\": "}},
-                {"index": 1, "id": "b", "function": {"name": "greet", "arguments": "{\"name\":\"x\"}"}}
-            ]})),
-            now,
-        )
-        .unwrap();
-        b.event("[DONE]", now).unwrap();
-        let t = b.finish(now).unwrap();
-        let bad = t.calls[0].arguments.as_ref().unwrap_err();
-        assert_eq!(bad.code, Some(crate::contract::Code::InvalidArguments));
-        assert!(t.calls[1].arguments.is_ok());
-    }
-
-    /// A stream that stops before finishing is truncated, not a turn.
-    #[test]
-    fn cut_stream_is_truncated() {
-        let now = Instant::now();
-        let mut b = TurnBuilder::default();
-        b.event(&chunk(json!({"content": "hal"})), now).unwrap();
-        assert_eq!(b.finish(now).unwrap_err(), TurnError::Truncated);
-    }
-
-    /// A non-streamed response gives the same turn.
-    #[test]
-    fn whole_response() {
-        let now = Instant::now();
-        let mut b = TurnBuilder::default();
-        b.whole(
-            &json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                "role": "assistant", "content": null,
-                "tool_calls": [{"id": "x", "type": "function",
-                    "function": {"name": "greet", "arguments": "{\"name\":\"A\"}"}}]}}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}),
-            now,
-        )
-        .unwrap();
-        let t = b.finish(now).unwrap();
-        assert_eq!(t.content, None);
-        assert_eq!(
-            t.calls[0].arguments.as_ref().unwrap(),
-            &json!({"name": "A"})
-        );
-        assert_eq!(t.usage.unwrap().total, 7);
-    }
-
-    /// Calls without an index (sent whole) get one each; object arguments are accepted.
-    #[test]
-    fn calls_without_index() {
-        let now = Instant::now();
-        let mut b = TurnBuilder::default();
-        for (id, name) in [("a", "x"), ("b", "y")] {
-            b.event(
-                &chunk(json!({"tool_calls": [{"id": id, "function": {"name": name, "arguments": {"k": id}}}]})),
-                now,
-            )
-            .unwrap();
-        }
-        b.event("[DONE]", now).unwrap();
-        let t = b.finish(now).unwrap();
-        assert_eq!(t.calls.len(), 2);
-        assert_eq!(t.calls[1].name, "y");
-        assert_eq!(t.calls[1].arguments.as_ref().unwrap(), &json!({"k": "b"}));
-    }
-
-    /// Object arguments that repeat a key end that call `invalid_arguments` (never run with
-    /// either value); the other call of the same event is unaffected. The same for a whole body.
-    #[test]
-    fn repeated_keys_in_object_arguments_are_invalid() {
-        let now = Instant::now();
-        let event = r#"{"choices":[{"delta":{"tool_calls":[
-            {"index":0,"id":"a","function":{"name":"x","arguments":{"k":1,"k":2}}},
-            {"index":1,"id":"b","function":{"name":"y","arguments":{"k":1}}}]}}]}"#;
-        let mut b = TurnBuilder::default();
-        b.event(event, now).unwrap();
-        b.event("[DONE]", now).unwrap();
-        let t = b.finish(now).unwrap();
-        let bad = t.calls[0].arguments.as_ref().unwrap_err();
-        assert_eq!(bad.code, Some(crate::contract::Code::InvalidArguments));
-        assert!(bad.message.contains("repeat"), "{}", bad.message);
-        assert_eq!(t.calls[1].arguments.as_ref().unwrap(), &json!({"k": 1}));
-
-        let body = r#"{"choices":[{"message":{"tool_calls":[
-            {"id":"a","function":{"name":"x","arguments":{"k":{"j":1,"j":2}}}}]},
-            "finish_reason":"tool_calls"}]}"#;
-        let mut b = TurnBuilder::default();
-        b.whole_body(body.as_bytes(), now).unwrap();
-        let t = b.finish(now).unwrap();
-        assert!(t.calls[0].arguments.is_err());
-    }
-
-    /// Malformed JSON in an event is an error of the response, not of a call.
-    #[test]
-    fn malformed_event() {
-        let mut b = TurnBuilder::default();
-        assert!(matches!(
-            b.event("{not json", Instant::now()),
-            Err(TurnError::Malformed(_))
-        ));
-    }
-}
+#[path = "turn_tests.rs"]
+mod tests;

@@ -125,7 +125,17 @@ pub(super) async fn run(command: Command) -> ExitCode {
             let out = match &run {
                 None => serde_json::to_value(&calls),
                 Some(r) => match rt.ledger.transcript_entries(r) {
-                    Ok(t) => Ok(serde_json::json!({"run_id": r, "transcript": t, "calls": calls})),
+                    Ok(t) => {
+                        // Why an agent run stopped, if it did: its last `run_stopped` entry.
+                        let stopped = t
+                            .iter()
+                            .rev()
+                            .find(|e| e.kind == "run_stopped")
+                            .map(|e| e.detail.clone());
+                        Ok(serde_json::json!({
+                            "run_id": r, "stopped": stopped, "transcript": t, "calls": calls
+                        }))
+                    }
                     Err(e) => return usage_error(&e),
                 },
             };

@@ -1,9 +1,11 @@
 //! The long-running commands: `serve` (MCP over stdio or HTTP) and `agent` (the model loop).
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use super::commands::{context, usage_error, warn};
 use super::{AgentArgs, Identity, EXIT_NOT_COMPLETED, EXIT_USAGE};
+use crate::contract::ApproverHandle;
 use crate::{EpochMode, Runtime};
 
 /// `toolhost serve`: MCP over stdio or HTTP until stdin closes or Ctrl-C.
@@ -135,8 +137,24 @@ pub(super) async fn agent_run(
         max_retries: guards.max_retries,
         ..agent::ProviderOptions::default()
     };
-    let provider = agent::Provider::new(endpoint, api_key, options);
-    let ctx = context(&rt, identity);
+    let provider = match agent::Provider::new(endpoint, api_key, options) {
+        Ok(p) => p,
+        Err(e) => return usage_error(&e),
+    };
+    let mut ctx = context(&rt, identity);
+    let timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
+    ctx.approver = match &args.approve_with {
+        Some(cmd) if cmd.trim().is_empty() => {
+            eprintln!("toolhost: --approve-with is empty; give a command");
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Some(cmd) => Some(ApproverHandle(Arc::new(agent::CommandApprover::new(
+            cmd.clone(),
+            timeout,
+        )))),
+        None => agent::TerminalApprover::from_terminal(timeout)
+            .map(|t| ApproverHandle(Arc::new(t) as Arc<dyn crate::contract::Approver>)),
+    };
     let cancel = ctx.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

@@ -173,6 +173,15 @@ pub struct AgentArgs {
     /// Ask for whole responses instead of a stream.
     #[arg(long)]
     no_stream: bool,
+    /// Ask this command (run with `sh -c`) to approve each call that needs approval: it reads
+    /// the request as JSON on stdin and answers `approve` or `deny` on stdout. Without it, a
+    /// human is asked at the terminal when stdin and stderr are one; otherwise such calls end
+    /// `approval_required`.
+    #[arg(long, value_name = "CMD")]
+    approve_with: Option<String>,
+    /// How long a human or the --approve-with command has to answer.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    approval_timeout_secs: u64,
 }
 
 /// Who calls: trusted context from the command line, never from tool arguments.

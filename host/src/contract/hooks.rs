@@ -80,6 +80,11 @@ pub struct ApprovalPrompt {
     pub canonical_arguments: String,
     pub principal: String,
     pub tenant: String,
+    pub run_id: String,
+    pub call_id: String,
+    /// The digest the approval binds to (tool, arguments, principal, tenant, run): the same a
+    /// `toolhost approve` handle names, and the ledger's `asked` event records.
+    pub digest: String,
     /// Unix seconds after which the approval would no longer be accepted.
     pub expires_at: u64,
 }
@@ -91,13 +96,17 @@ pub enum ApprovalAnswer {
     Approved,
     /// Refuse it: the call ends `approval_denied`.
     Declined,
-    /// Nobody could be asked (no such capability, the question failed or timed out): the call
-    /// ends `approval_required`, and `toolhost approve` works as without an approver.
-    Unavailable,
+    /// Nobody could be asked, or no usable answer came (no such capability, the question
+    /// failed or timed out; the reason, for the ledger): the call ends `approval_required`, and
+    /// `toolhost approve` works as without an approver.
+    Unavailable(&'static str),
 }
 
 /// Asks a human to approve a call.
 pub trait Approver: Send + Sync {
+    /// Who is asked, for the ledger ("the terminal", "the MCP client", …).
+    fn source(&self) -> &'static str;
+
     fn ask<'a>(
         &'a self,
         prompt: &'a ApprovalPrompt,

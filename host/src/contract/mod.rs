@@ -75,6 +75,9 @@ wire_enum! {
         /// A genuine approval token, minted for another principal or tenant.
         ApprovalWrongPrincipal = "approval_wrong_principal",
         BudgetExhausted = "budget_exhausted",
+        /// The agent loop refused a proposal that repeats an earlier call of the run (same tool,
+        /// same arguments) as often as its repeat limit allows.
+        RepeatedCall = "repeated_call",
         RateLimited = "rate_limited",
         DuplicateCallId = "duplicate_call_id",
         DeadlineExceeded = "deadline_exceeded",
@@ -124,6 +127,8 @@ wire_enum! {
         Approved = "approved",
         /// Approval: a human was asked.
         Asked = "asked",
+        /// Approval: the approver gave no usable answer (the reason is the detail).
+        Unanswered = "unanswered",
         /// Approval: the human approved, but the token could not be minted.
         MintFailed = "mint_failed",
         /// Execution: the tool ran and its output passed every check.

@@ -1,5 +1,5 @@
-//! The audit trail: stage decisions, optional argument content, model-step transcript, and the
-//! listing behind `toolhost ledger [--run RUN]`.
+//! The audit trail: stage decisions, optional argument content, and the listing behind
+//! `toolhost ledger [--run RUN]` (an agent run's transcript is `transcript.rs`).
 //!
 //! `admit`, `finish` and `recover` append their own events (stages `admit`, `record`,
 //! `recover`); the runtime appends one per stage in between (`resolve`, `validate`,
@@ -13,8 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::codec::{from_sql_u64, parse_code, parse_name, to_sql_u64};
-use super::error::check_key;
+use super::codec::{from_sql_u64, parse_code, parse_name};
 use super::{now_ms, Conn, Ledger, LedgerError};
 use crate::contract::Stage;
 use crate::contract::{Code, Status, Usage};
@@ -89,17 +88,6 @@ impl PendingEvent {
             detail: detail.to_string(),
         }
     }
-}
-
-/// One model step of an agent run, by digest and size.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TranscriptEntry {
-    pub run_id: String,
-    pub step: u32,
-    pub kind: String,
-    pub digest: String,
-    pub size: u64,
-    pub at_ms: i64,
 }
 
 /// The stage and decision of the event that asks a human for approval; its detail is the
@@ -272,71 +260,6 @@ impl Ledger {
             .execute(params![run_id, call_id, json, now_ms()])
             .map_err(|e| LedgerError::for_call(e, run_id, call_id))?;
         Ok(n == 1)
-    }
-
-    /// Append one model step of an agent run (e.g. `kind` "request" or "response") by its
-    /// digest and size.
-    pub fn transcript(
-        &self,
-        run_id: &str,
-        step: u32,
-        kind: &str,
-        digest: &str,
-        size: u64,
-    ) -> Result<(), LedgerError> {
-        check_key(run_id, "", "")?;
-        let conn = match self.conn() {
-            Conn::Sqlite(conn) => conn,
-            Conn::Postgres(pg) => return pg.transcript(run_id, step, kind, digest, size),
-        };
-        conn.prepare_cached(
-            "INSERT INTO transcript (run_id, step, kind, digest, size, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![
-            run_id,
-            step,
-            kind,
-            digest,
-            to_sql_u64(size),
-            now_ms()
-        ])?;
-        Ok(())
-    }
-
-    /// The transcript of a run, by step and then append order.
-    pub fn transcript_entries(&self, run_id: &str) -> Result<Vec<TranscriptEntry>, LedgerError> {
-        let conn = match self.conn() {
-            Conn::Sqlite(conn) => conn,
-            Conn::Postgres(pg) => return pg.transcript_entries(run_id),
-        };
-        let mut stmt = conn.prepare_cached(
-            "SELECT run_id, step, kind, digest, size, at_ms FROM transcript
-             WHERE run_id = ?1 ORDER BY step, id",
-        )?;
-        let rows = stmt.query_map([run_id], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, u32>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, i64>(4)?,
-                row.get::<_, i64>(5)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (run_id, step, kind, digest, size, at_ms) = row?;
-            out.push(TranscriptEntry {
-                run_id,
-                step,
-                kind,
-                digest,
-                size: from_sql_u64("transcript size", size)?,
-                at_ms,
-            });
-        }
-        Ok(out)
     }
 
     /// The first call that asked a human to approve `digest` (its `approve` stage decided

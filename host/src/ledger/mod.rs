@@ -72,6 +72,7 @@ mod recovery;
 mod schema;
 mod sqlite;
 mod tokens;
+mod transcript;
 mod write;
 
 #[cfg(test)]
@@ -91,14 +92,13 @@ use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 
 pub use admission::{Admission, Opening, OUTCOME_UNKNOWN_MESSAGE};
-pub use audit::{
-    CallRecord, CallState, EventRecord, PendingEvent, TranscriptEntry, MAX_APPENDED_EVENTS_CHARS,
-};
+pub use audit::{CallRecord, CallState, EventRecord, PendingEvent, MAX_APPENDED_EVENTS_CHARS};
 pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;
 pub use group::{GroupStats, Inline, MAX_GROUP};
 pub use outcome::Outcome;
 pub use sqlite::SqliteBackend;
+pub use transcript::{TranscriptEntry, MAX_TRANSCRIPT_DETAIL};
 pub use write::{Applied, Backend, CallKey, Write};
 
 /// How long a statement waits for another connection's write lock before failing.

@@ -211,8 +211,14 @@ ALTER TABLE call_content_v2 RENAME TO call_content;
 CREATE UNIQUE INDEX calls_key ON calls (run_id, call_id);
 "#;
 
+/// Version 3: a transcript entry may say more than a digest — an attempt's outcome, why a run
+/// stopped (operator text, never content).
+const SCHEMA_V3: &str = r#"
+ALTER TABLE transcript ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
+pub(super) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -551,26 +551,36 @@ fn schema_version_is_checked() {
     ));
 }
 
-/// Transcript steps come back by step, in append order.
+/// Transcript steps come back by step, in append order, with their detail (cut at its cap).
 #[test]
 fn transcript_records_steps() {
     let (_d, _p, l) = ledger(LedgerOptions::default());
-    l.transcript("r", 1, "response", "bb", 20).unwrap();
-    l.transcript("r", 0, "request", "aa", 10).unwrap();
-    l.transcript("r", 1, "request", "cc", 30).unwrap();
-    l.transcript("other", 0, "request", "dd", 1).unwrap();
+    l.transcript("r", 1, "response", "bb", 20, "").unwrap();
+    l.transcript("r", 0, "request", "aa", 10, "").unwrap();
+    l.transcript("r", 1, "request", "cc", 30, "attempt 2: ok")
+        .unwrap();
+    l.transcript("other", 0, "request", "dd", 1, "").unwrap();
+    let long = "d".repeat(super::MAX_TRANSCRIPT_DETAIL + 10);
+    l.transcript("r", 2, "run_stopped", "", 0, &long).unwrap();
     let got: Vec<_> = l
         .transcript_entries("r")
         .unwrap()
         .into_iter()
-        .map(|e| (e.step, e.kind, e.digest, e.size))
+        .map(|e| (e.step, e.kind, e.digest, e.size, e.detail))
         .collect();
     assert_eq!(
         got,
         vec![
-            (0, "request".into(), "aa".into(), 10),
-            (1, "response".into(), "bb".into(), 20),
-            (1, "request".into(), "cc".into(), 30),
+            (0, "request".into(), "aa".into(), 10, "".into()),
+            (1, "response".into(), "bb".into(), 20, "".into()),
+            (1, "request".into(), "cc".into(), 30, "attempt 2: ok".into()),
+            (
+                2,
+                "run_stopped".into(),
+                "".into(),
+                0,
+                long[..super::MAX_TRANSCRIPT_DETAIL].to_string()
+            ),
         ]
     );
 }
@@ -869,7 +879,7 @@ fn oversized_keys_are_refused_before_any_write() {
         assert!(matches!(r, Err(LedgerError::TooLong { .. })), "{r:?}");
     }
     assert!(matches!(
-        l.transcript(&huge, 1, "model_request", &digest, 1),
+        l.transcript(&huge, 1, "model_request", &digest, 1, ""),
         Err(LedgerError::TooLong {
             field: "run id",
             ..

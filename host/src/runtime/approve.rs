@@ -34,13 +34,15 @@ impl Runtime {
         };
         let now = unix_now();
         let asked;
+        let mut approved_through = String::new();
         let token = match token {
             Some(t) => t,
             None => {
                 let request = self.approval_key.request(&subject, now, self.approval_ttl);
                 match self.ask_approver(ctx, call, &subject, &request).await? {
-                    Some(minted) => {
+                    Some((minted, source)) => {
                         asked = minted;
+                        approved_through = format!("by a human, through {source}");
                         asked.as_str()
                     }
                     None => {
@@ -70,7 +72,13 @@ impl Runtime {
             |id: &str, expires: i64| self.ledger.consume_token(id, expires).unwrap_or(false);
         match self.approval_key.verify(token, &subject, now, consume) {
             Ok(()) => {
-                self.event(ctx, call, Stage::Approve, Decision::Approved.as_str(), "");
+                self.event(
+                    ctx,
+                    call,
+                    Stage::Approve,
+                    Decision::Approved.as_str(),
+                    &approved_through,
+                );
                 Ok(())
             }
             Err(failure) => {
@@ -104,7 +112,7 @@ impl Runtime {
         call: &ToolCall,
         subject: &ApprovalSubject,
         request: &crate::policy::ApprovalRequest,
-    ) -> Result<Option<String>, Box<ToolResult>> {
+    ) -> Result<Option<(String, &'static str)>, Box<ToolResult>> {
         let Some(approver) = ctx.approver.as_ref() else {
             return Ok(None);
         };
@@ -114,6 +122,9 @@ impl Runtime {
                 .into_owned(),
             principal: subject.principal.clone(),
             tenant: subject.tenant.clone(),
+            run_id: subject.run_id.clone(),
+            call_id: call.call_id.clone(),
+            digest: request.digest.clone(),
             expires_at: request.expires_at,
         };
         self.event(
@@ -125,11 +136,13 @@ impl Runtime {
         );
         let answer = tokio::select! {
             a = approver.0.ask(&prompt) => a,
-            _ = ctx.cancel.cancelled() => ApprovalAnswer::Unavailable,
+            _ = ctx.cancel.cancelled() => ApprovalAnswer::Unavailable("the run was cancelled"),
         };
+        let source = approver.0.source();
         match answer {
             ApprovalAnswer::Approved => match self.approval_key.mint(&request.handle) {
-                Ok(token) => Ok(Some(token)),
+                // The token is then verified and consumed like any other.
+                Ok(token) => Ok(Some((token, source))),
                 Err(e) => {
                     self.event(
                         ctx,
@@ -147,7 +160,7 @@ impl Runtime {
                     call,
                     Stage::Approve,
                     Code::ApprovalDenied.as_str(),
-                    "declined by a human",
+                    &format!("declined by a human, through {source}"),
                 );
                 Err(Box::new(ToolResult::failed(
                     call,
@@ -156,7 +169,16 @@ impl Runtime {
                     Usage::default(),
                 )))
             }
-            ApprovalAnswer::Unavailable => Ok(None),
+            ApprovalAnswer::Unavailable(why) => {
+                self.event(
+                    ctx,
+                    call,
+                    Stage::Approve,
+                    Decision::Unanswered.as_str(),
+                    &format!("{source}: {why}"),
+                );
+                Ok(None)
+            }
         }
     }
 }

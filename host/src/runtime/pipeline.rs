@@ -100,6 +100,18 @@ impl Runtime {
         call: &ToolCall,
         result: ToolResult,
     ) -> ToolResult {
+        self.refuse_at(ctx, call, Stage::Validate, result).await
+    }
+
+    /// [`refuse`](Self::refuse), with the refusal recorded as `stage`'s decision (e.g. the
+    /// agent loop's repeat guard, a `limit`).
+    pub async fn refuse_at(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        stage: Stage,
+        result: ToolResult,
+    ) -> ToolResult {
         if let Err(refusal) = check_call(ctx, call) {
             return refusal.result(call);
         }
@@ -113,7 +125,7 @@ impl Runtime {
             Ok(Admission::New { .. }) => {
                 let code = result.code.map_or("failed", |c| c.as_str());
                 let detail = super::clip(&result.message, 256).to_string();
-                self.event(ctx, call, Stage::Validate, code, &detail);
+                self.event(ctx, call, stage, code, &detail);
                 self.record(ctx, call, result).await
             }
             Ok(Admission::Replay(recorded)) => recorded,

@@ -44,11 +44,12 @@ pub fn question(p: &ApprovalPrompt) -> String {
     };
     format!(
         "Approve this tool call?\n\ntool: {}\nprincipal: {} (tenant {})\narguments: {shown}{cut}\n\
-         arguments sha256: {}\n\nThe approval is for this exact call, once.",
+         arguments sha256: {}\napproval digest: {}\n\nThe approval is for this exact call, once.",
         p.tool,
         p.principal,
         p.tenant,
         hex::encode(Sha256::digest(args.as_bytes())),
+        p.digest,
     )
 }
 
@@ -73,6 +74,10 @@ fn params(p: &ApprovalPrompt) -> ElicitRequestParams {
 }
 
 impl Approver for ElicitingApprover {
+    fn source(&self) -> &'static str {
+        "the MCP client"
+    }
+
     fn ask<'a>(
         &'a self,
         prompt: &'a ApprovalPrompt,
@@ -96,9 +101,9 @@ impl Approver for ElicitingApprover {
                         }
                     }
                     ElicitationAction::Decline => ApprovalAnswer::Declined,
-                    _ => ApprovalAnswer::Unavailable,
+                    _ => ApprovalAnswer::Unavailable("the client cancelled the question"),
                 },
-                Err(_) => ApprovalAnswer::Unavailable,
+                Err(_) => ApprovalAnswer::Unavailable("the question failed or timed out"),
             }
         })
     }
@@ -114,6 +119,9 @@ mod tests {
             canonical_arguments: args,
             principal: "alice".into(),
             tenant: "acme".into(),
+            run_id: "r".into(),
+            call_id: "c".into(),
+            digest: "d".into(),
             expires_at: 0,
         }
     }

@@ -335,8 +335,14 @@ END
 $$;
 "#;
 
+/// Version 5: a transcript entry may say more than a digest — an attempt's outcome, why a run
+/// stopped (operator text, never content).
+const SCHEMA_V5: &str = r#"
+ALTER TABLE transcript ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -15,9 +15,10 @@ use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio_postgres::Client;
 
-use super::super::audit::{RawCall, TranscriptEntry, CALL_COLUMNS};
+use super::super::audit::{RawCall, CALL_COLUMNS};
 use super::super::codec::{decode_result, from_sql_u64, to_sql_u64};
 use super::super::error::check_key;
+use super::super::transcript::TranscriptEntry;
 use super::super::{now_ms, CallRecord, LedgerError};
 use super::lease::{lease_ms, prune_groups, prune_hosts, recover, renew};
 use super::PgConfig;
@@ -284,15 +285,17 @@ impl PgStore {
         kind: &str,
         digest: &str,
         size: u64,
+        detail: &str,
     ) -> Result<(), LedgerError> {
         check_key(run_id, "", "")?;
         let c = self.connector();
         let (r, kind, digest) = (run_id.to_owned(), kind.to_owned(), digest.to_owned());
+        let detail = detail.to_owned();
         self.run(async move {
             let c = c.get().await?;
             c.execute(
-                "INSERT INTO transcript (run_id, step, kind, digest, size, at_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO transcript (run_id, step, kind, digest, size, at_ms, detail)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 &[
                     &r,
                     &i64::from(step),
@@ -300,6 +303,7 @@ impl PgStore {
                     &digest,
                     &to_sql_u64(size),
                     &now_ms(),
+                    &detail,
                 ],
             )
             .await?;
@@ -313,7 +317,7 @@ impl PgStore {
             let c = c.get().await?;
             let rows = c
                 .query(
-                    "SELECT run_id, step, kind, digest, size, at_ms FROM transcript
+                    "SELECT run_id, step, kind, digest, size, at_ms, detail FROM transcript
                      WHERE run_id = $1 ORDER BY step, id",
                     &[&r],
                 )
@@ -329,6 +333,7 @@ impl PgStore {
                         digest: row.get(3),
                         size: from_sql_u64("transcript size", row.get(4))?,
                         at_ms: row.get(5),
+                        detail: row.get(6),
                     })
                 })
                 .collect()
