@@ -29,6 +29,7 @@ mod mcp_logging;
 mod mcp_ts;
 mod multi_host;
 mod openai;
+mod pg_restart;
 mod pipeline;
 mod pool;
 mod resources;

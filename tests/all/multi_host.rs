@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 use crate::support::{guest, temp_config, toml_path, toolhost, Cli};
 
 /// A schema of the test's own on the test server, dropped when the test ends.
-struct Schema {
-    url: String,
-    name: String,
+pub(super) struct Schema {
+    pub(super) url: String,
+    pub(super) name: String,
 }
 
 impl Schema {
@@ -70,13 +70,13 @@ impl Drop for Schema {
 
 /// A loopback HTTP server that counts requests and answers each after `hold` (or never, for
 /// the first request, with `hold_first`), reporting each arrival.
-struct Server {
-    port: u16,
-    requests: Arc<AtomicUsize>,
+pub(super) struct Server {
+    pub(super) port: u16,
+    pub(super) requests: Arc<AtomicUsize>,
     arrived: mpsc::Receiver<()>,
 }
 
-fn server(hold: Duration, hold_first: bool) -> Server {
+pub(super) fn server(hold: Duration, hold_first: bool) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let requests = Arc::new(AtomicUsize::new(0));
@@ -117,7 +117,12 @@ fn server(hold: Duration, hold_first: bool) -> Server {
 
 /// A config for hosts on `schema` with `http_get` (risk `write`) allowed to reach `port`,
 /// with `extra` appended to its tool section, and `run` as the `[run]` section.
-fn config(schema: &Schema, port: u16, extra: &str, run: &str) -> (tempfile::TempDir, String) {
+pub(super) fn config(
+    schema: &Schema,
+    port: u16,
+    extra: &str,
+    run: &str,
+) -> (tempfile::TempDir, String) {
     let (dir, path) = temp_config(&format!(
         "data_dir = {}\n{run}\n{}[[component]]\npath = {}\nnetwork = {{ allow = [\"127.0.0.1:{port}\"] }}\n\
          [component.tools.http-get]\nrisk = \"write\"\n{extra}",
