@@ -6,8 +6,9 @@
 //! Only an `approve` from a command that exits 0 approves. `deny` declines the call. A command
 //! that fails, says anything else, writes more than [`MAX_ANSWER_BYTES`] or does not finish
 //! within the timeout (it is killed) leaves the call `approval_required`: never approved.
-//! Commands run one at a time. The command inherits toolhost's environment and stderr: it is
-//! the operator's own program.
+//! Commands run one at a time. The command inherits toolhost's stderr and environment — it is
+//! the operator's own program — except the variable that holds the model's API key, which it
+//! has no use for.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,6 +29,8 @@ pub const MAX_ANSWER_BYTES: usize = 4096;
 pub struct CommandApprover {
     command: String,
     timeout: Duration,
+    /// Environment variables the command does not get (the API key's).
+    withheld: Vec<String>,
     /// One command at a time.
     turn: Mutex<()>,
 }
@@ -37,13 +40,24 @@ impl CommandApprover {
         CommandApprover {
             command,
             timeout,
+            withheld: Vec::new(),
             turn: Mutex::new(()),
         }
     }
 
+    /// Keep the environment variable `name` from the command.
+    pub fn withholding(mut self, name: &str) -> CommandApprover {
+        self.withheld.push(name.to_string());
+        self
+    }
+
     async fn question(&self, prompt: &ApprovalPrompt) -> ApprovalAnswer {
         let _turn = self.turn.lock().await;
-        let mut child = match tokio::process::Command::new("sh")
+        let mut command = tokio::process::Command::new("sh");
+        for name in &self.withheld {
+            command.env_remove(name);
+        }
+        let mut child = match command
             .arg("-c")
             .arg(&self.command)
             .stdin(Stdio::piped())
@@ -149,6 +163,19 @@ mod tests {
             digest: "d".into(),
             expires_at: 0,
         }
+    }
+
+    /// A withheld variable (in toolhost, the API key's) is not in the command's environment;
+    /// others are. (CARGO_MANIFEST_DIR stands in for the key: cargo sets it for every test.)
+    #[tokio::test]
+    async fn the_key_is_withheld() {
+        let var = "CARGO_MANIFEST_DIR";
+        assert!(std::env::var(var).is_ok());
+        let cmd = format!(r#"[ -z "${var}" ] && [ -n "$PATH" ] && echo approve || echo deny"#);
+        let a = CommandApprover::new(cmd.clone(), Duration::from_secs(30)).withholding(var);
+        assert_eq!(a.ask(&prompt()).await, ApprovalAnswer::Approved);
+        let a = CommandApprover::new(cmd, Duration::from_secs(30));
+        assert_eq!(a.ask(&prompt()).await, ApprovalAnswer::Declined);
     }
 
     async fn ask(command: &str, timeout: Duration) -> ApprovalAnswer {

@@ -148,10 +148,13 @@ pub(super) async fn agent_run(
             eprintln!("toolhost: --approve-with is empty; give a command");
             return ExitCode::from(EXIT_USAGE);
         }
-        Some(cmd) => Some(ApproverHandle(Arc::new(agent::CommandApprover::new(
-            cmd.clone(),
-            timeout,
-        )))),
+        Some(cmd) => {
+            let mut approver = agent::CommandApprover::new(cmd.clone(), timeout);
+            if let Some(var) = &args.api_key_env {
+                approver = approver.withholding(var);
+            }
+            Some(ApproverHandle(Arc::new(approver)))
+        }
         None => agent::TerminalApprover::from_terminal(timeout)
             .map(|t| ApproverHandle(Arc::new(t) as Arc<dyn crate::contract::Approver>)),
     };
