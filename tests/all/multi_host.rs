@@ -465,3 +465,78 @@ async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
     expected.sort();
     assert_eq!(recorded, expected);
 }
+
+/// A write that was running when the database went away: its outcome cannot be committed, so
+/// the caller is told `outcome_unknown` (`host_error`) — but the host keeps the outcome and
+/// records it with its next commit once the database is back, so the call does not stay open
+/// while the host lives; sent again, the call answers the recorded result and never runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+async fn pg_an_outcome_the_outage_kept_out_is_recorded_when_the_database_is_back() {
+    let schema = Schema::new();
+    let target: tokio_postgres::Config = schema.url.parse().unwrap();
+    let host = match &target.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        other => panic!("the test server must be reached over TCP, not {other:?}"),
+    };
+    let proxy = Proxy::start((host, target.get_ports()[0]));
+    let user = target.get_user().unwrap_or("postgres");
+    let db = target.get_dbname().unwrap_or("postgres");
+    let proxied = Schema {
+        url: format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port),
+        name: schema.name.clone(),
+    };
+    // Every request is answered after a second: time to take the database away meanwhile.
+    let srv = server(Duration::from_secs(1), false);
+    let (_d, cfg) = config(&proxied, srv.port, "", "");
+    std::mem::forget(proxied); // `schema` drops it, over the real server
+    let cfg_path = std::path::PathBuf::from(&cfg);
+    let rt = tokio::task::spawn_blocking(move || crate::support::runtime(&cfg_path))
+        .await
+        .unwrap();
+    let rt = Arc::new(rt);
+    let ctx = rt.context("alice", "default");
+    let url = format!("http://127.0.0.1:{}/owed", srv.port);
+    let call = |id: &str| toolhost::ToolCall {
+        call_id: id.into(),
+        name: "http_get".into(),
+        arguments: json!({ "url": url }),
+    };
+
+    let running = {
+        let (rt, ctx, c) = (rt.clone(), ctx.clone(), call("ran-during-outage"));
+        tokio::spawn(async move { rt.run_call(&ctx, &c, None).await })
+    };
+    // The call reached the tool's server: it was admitted and started. Now the outage.
+    tokio::task::block_in_place(|| srv.arrived.recv_timeout(Duration::from_secs(30)).unwrap());
+    proxy.down();
+    let r = running.await.unwrap();
+    assert_eq!(
+        (r.status.as_str(), r.code.map(|c| c.as_str())),
+        ("outcome_unknown", Some("host_error")),
+        "{r:?}"
+    );
+    let open = |rt: &toolhost::Runtime| {
+        rt.ledger
+            .calls(None)
+            .unwrap()
+            .into_iter()
+            .find(|c| c.call_id == "ran-during-outage")
+            .unwrap()
+    };
+
+    proxy.up();
+    let next = rt.run_call(&ctx, &call("after"), None).await;
+    assert_eq!(next.status.as_str(), "completed", "{next:?}");
+    let rec = open(&rt);
+    assert_eq!(rec.status.map(|s| s.as_str()), Some("completed"), "{rec:?}");
+    assert!(
+        rec.events
+            .iter()
+            .any(|e| e.stage == "record" && e.decision == "recorded_late"),
+        "{rec:?}"
+    );
+    let again = rt.run_call(&ctx, &call("ran-during-outage"), None).await;
+    assert_eq!(again.status.as_str(), "completed", "{again:?}");
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 2, "it never ran twice");
+}

@@ -139,7 +139,8 @@ struct Seen {
 /// started again while one host keeps four calls of a `write` tool in flight: calls while it
 /// is down end `host_error`, every execution the tool's server saw is recorded as started in
 /// the ledger (nothing ran unrecorded), every call answered `completed` is recorded completed,
-/// and the same host — not restarted — completes calls again once the server is back.
+/// and the same host — not restarted — completes calls again once the server is back, and
+/// records the outcomes the outage kept out, so no call that ran stays open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL's server programs (run with --ignored pg_)"]
 async fn pg_a_database_restart_under_load_loses_nothing() {
@@ -230,6 +231,16 @@ async fn pg_a_database_restart_under_load_loses_nothing() {
     stop.store(true, Ordering::SeqCst);
     load.await.unwrap();
 
+    // One more call after the load: owed outcomes are recorded with a commit that succeeds.
+    let last = toolhost::ToolCall {
+        call_id: "last".into(),
+        name: "http_get".into(),
+        arguments: json!({ "url": format!("http://127.0.0.1:{}/restart", srv.port) }),
+    };
+    let ctx = rt.context("alice", "default");
+    let r = rt.run_call(&ctx, &last, None).await;
+    assert_eq!(r.status.as_str(), "completed", "{r:?}");
+
     let seen = seen.lock().unwrap();
     for (id, status, code) in &seen.results {
         assert!(
@@ -244,6 +255,14 @@ async fn pg_a_database_restart_under_load_loses_nothing() {
         started,
         "every execution is recorded as started"
     );
+    // Nothing that ran stays open: an outcome the outage kept out was recorded late.
+    for c in ledger.iter().filter(|c| c.started_at_ms.is_some()) {
+        assert!(
+            c.status.is_some(),
+            "{} ran and is still open: {c:?}",
+            c.call_id
+        );
+    }
     for (id, status, _) in &seen.results {
         if status == "completed" {
             let rec = ledger.iter().find(|c| &c.call_id == id).unwrap();

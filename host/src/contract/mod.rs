@@ -133,6 +133,9 @@ wire_enum! {
         MintFailed = "mint_failed",
         /// Execution: the tool ran and its output passed every check.
         Completed = "completed",
+        /// Record: an outcome the ledger could not take when the call ended, recorded once it
+        /// could (the caller was told `outcome_unknown` then).
+        RecordedLate = "recorded_late",
         /// Recovery: a call a previous process left open.
         OutcomeUnknown = "outcome_unknown",
     }

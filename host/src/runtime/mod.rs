@@ -13,6 +13,7 @@ pub mod batch;
 mod check;
 mod limits;
 mod pipeline;
+mod record;
 mod validate;
 
 use wasmtime::component::Val;
@@ -55,6 +56,8 @@ pub struct Runtime {
     /// Calls in `run_call` or `refuse` right now: a lone call commits on its own thread when
     /// the ledger is idle (see `ledger/group.rs`).
     in_flight: std::sync::atomic::AtomicUsize,
+    /// Outcomes the ledger could not take when their calls ended (`record.rs`).
+    owed: record::OwedOutcomes,
 }
 
 /// Why an approval could not be minted.
@@ -102,6 +105,7 @@ impl Runtime {
             unrecorded: false,
             pending: Default::default(),
             in_flight: Default::default(),
+            owed: Default::default(),
         }
     }
 

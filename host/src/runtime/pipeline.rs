@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 use crate::contract::bounds::check_call;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Risk, Stage};
-use crate::ledger::{
-    digest_bytes, Admission, Applied, CallKey, Inline, Outcome, PendingEvent, Write,
-};
+use crate::ledger::{digest_bytes, Admission, CallKey, Inline, PendingEvent};
 use crate::policy::{canonical_call, Subject};
 
 use super::admission::{CallLog, Claim, Late};
@@ -345,73 +343,6 @@ impl Runtime {
             "",
         );
         result
-    }
-
-    /// Stage 9: commit the outcome before it is returned. If that fails the effect may have
-    /// happened but is not recorded: say so rather than pretend.
-    async fn record(&self, ctx: &RunContext, call: &ToolCall, result: ToolResult) -> ToolResult {
-        let recorded = match Outcome::of(&result) {
-            Err(e) => Err(e),
-            Ok(outcome) => self.commit_outcome(ctx, call, outcome).await,
-        };
-        match recorded {
-            Ok(None) => result,
-            Ok(Some(other)) => self.lost_admission(ctx, call, other).await,
-            Err(e) => {
-                let detail = e.to_string();
-                let mut r = self.host_fault(
-                    call,
-                    "the host could not record this call's outcome",
-                    &detail,
-                );
-                r.status = Status::OutcomeUnknown;
-                r
-            }
-        }
-    }
-
-    /// Commit `outcome` (with the admission of a call admitted late). `Some` is the decision
-    /// of another process that admitted this id first: then nothing of this call is recorded.
-    async fn commit_outcome(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-        outcome: Outcome,
-    ) -> Result<Option<Admission>, crate::ledger::LedgerError> {
-        let Some((late, events, started)) = self.late_admission(ctx, call) else {
-            let log = self.take_pending(ctx, call);
-            if log.settled {
-                return Ok(None);
-            }
-            let write = Write::Finish {
-                run_id: ctx.run_id.clone(),
-                call_id: call.call_id.clone(),
-                outcome: outcome.started_at(log.started_at_ms),
-                events: log.events,
-            };
-            return self.ledger.commit(write, self.inline()).await.map(|_| None);
-        };
-        let write = self.ledger.late_write(
-            &ctx.run_id,
-            &call.call_id,
-            &late.opening(call, &events),
-            Some(outcome.started_at(started)),
-        )?;
-        let admitted = self.ledger.commit(write, self.inline()).await;
-        // The claim ends here; a decision a duplicate added meanwhile is recorded after.
-        let leftover = self.take_pending(ctx, call);
-        for event in leftover.events {
-            let write = Write::Event {
-                run_id: ctx.run_id.clone(),
-                call_id: call.call_id.clone(),
-                event,
-            };
-            let _ = self.ledger.commit(write, self.inline()).await;
-        }
-        match admitted? {
-            Applied::Admission(Admission::New { .. }) | Applied::Done => Ok(None),
-            Applied::Admission(other) => Ok(Some(other)),
-        }
     }
 
     /// Whether this call's commits may run on its own thread when the ledger is idle: only

@@ -1,0 +1,203 @@
+//! Stage 9, record: the outcome is committed before it is returned — and when the ledger
+//! cannot take it (a database outage), the outcome of an admitted call is owed and recorded as
+//! soon as a later commit shows the ledger reachable again.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use crate::contract::{Decision, RunContext, Stage, Status, ToolCall, ToolResult};
+use crate::ledger::{Admission, Applied, LedgerError, Outcome, PendingEvent, Write};
+
+use super::Runtime;
+
+/// Outcomes kept while the ledger is away; past this the oldest is given up (its call stays
+/// open until recovery closes it `outcome_unknown`). Each holds one result (output included,
+/// bounded by the tool's output cap).
+pub const MAX_OWED_OUTCOMES: usize = 1024;
+/// Commits tried for one owed outcome before it is given up.
+const MAX_OWED_ATTEMPTS: u32 = 5;
+
+/// Why an outcome is not in the ledger, and whether its call is (admitted before it ran).
+pub(super) struct Unrecorded {
+    error: LedgerError,
+    call_admitted: bool,
+}
+
+/// An outcome the ledger did not take when its call ended.
+#[derive(Debug)]
+pub(super) struct Owed {
+    run_id: String,
+    result: ToolResult,
+    attempts: u32,
+}
+
+/// The owed outcomes, and how many there are (read without the lock on every commit).
+#[derive(Debug, Default)]
+pub(super) struct OwedOutcomes {
+    queue: std::sync::Mutex<VecDeque<Owed>>,
+    count: std::sync::atomic::AtomicUsize,
+}
+
+impl Runtime {
+    /// Stage 9: commit the outcome before it is returned. If that fails the effect may have
+    /// happened but is not recorded: say so rather than pretend.
+    ///
+    /// An admitted call whose outcome cannot be committed (the ledger is away) is *owed*: its
+    /// result is kept and recorded by the first later commit that succeeds, so the call does not
+    /// stay open while its host lives (see [`Runtime::pay_owed`]).
+    pub(super) async fn record(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        result: ToolResult,
+    ) -> ToolResult {
+        let recorded = match Outcome::of(&result) {
+            Err(error) => Err(Unrecorded {
+                error,
+                call_admitted: false,
+            }),
+            Ok(outcome) => self.commit_outcome(ctx, call, outcome).await,
+        };
+        match recorded {
+            Ok(None) => {
+                if self.owes() {
+                    self.pay_owed().await;
+                }
+                result
+            }
+            Ok(Some(other)) => self.lost_admission(ctx, call, other).await,
+            Err(Unrecorded {
+                error,
+                call_admitted,
+            }) => {
+                if call_admitted {
+                    self.owe(&ctx.run_id, &result);
+                }
+                let detail = error.to_string();
+                let mut r = self.host_fault(
+                    call,
+                    "the host could not record this call's outcome",
+                    &detail,
+                );
+                r.status = Status::OutcomeUnknown;
+                r
+            }
+        }
+    }
+
+    /// Commit `outcome` (with the admission of a call admitted late). `Some` is the decision
+    /// of another process that admitted this id first: then nothing of this call is recorded.
+    async fn commit_outcome(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        outcome: Outcome,
+    ) -> Result<Option<Admission>, Unrecorded> {
+        let Some((late, events, started)) = self.late_admission(ctx, call) else {
+            let log = self.take_pending(ctx, call);
+            if log.settled {
+                return Ok(None);
+            }
+            let write = Write::Finish {
+                run_id: ctx.run_id.clone(),
+                call_id: call.call_id.clone(),
+                outcome: outcome.started_at(log.started_at_ms),
+                events: log.events,
+            };
+            return match self.ledger.commit(write, self.inline()).await {
+                Ok(_) => Ok(None),
+                Err(error) => Err(Unrecorded {
+                    error,
+                    call_admitted: true,
+                }),
+            };
+        };
+        let not_admitted = |error| Unrecorded {
+            error,
+            call_admitted: false,
+        };
+        let write = self
+            .ledger
+            .late_write(
+                &ctx.run_id,
+                &call.call_id,
+                &late.opening(call, &events),
+                Some(outcome.started_at(started)),
+            )
+            .map_err(not_admitted)?;
+        let admitted = self.ledger.commit(write, self.inline()).await;
+        // The claim ends here; a decision a duplicate added meanwhile is recorded after.
+        let leftover = self.take_pending(ctx, call);
+        for event in leftover.events {
+            let write = Write::Event {
+                run_id: ctx.run_id.clone(),
+                call_id: call.call_id.clone(),
+                event,
+            };
+            let _ = self.ledger.commit(write, self.inline()).await;
+        }
+        match admitted.map_err(not_admitted)? {
+            Applied::Admission(Admission::New { .. }) | Applied::Done => Ok(None),
+            Applied::Admission(other) => Ok(Some(other)),
+        }
+    }
+
+    fn owes(&self) -> bool {
+        self.owed.count.load(Ordering::Relaxed) > 0
+    }
+
+    /// Keep `result` for a later commit.
+    fn owe(&self, run_id: &str, result: &ToolResult) {
+        self.push_owed(Owed {
+            run_id: run_id.to_string(),
+            result: result.clone(),
+            attempts: 0,
+        });
+    }
+
+    fn push_owed(&self, owed: Owed) {
+        let mut queue = self.owed.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.len() >= MAX_OWED_OUTCOMES {
+            queue.pop_front();
+        }
+        queue.push_back(owed);
+        self.owed.count.store(queue.len(), Ordering::Relaxed);
+    }
+
+    /// Record every owed outcome (the ledger just took a commit). An outcome whose call was
+    /// closed meanwhile (by lease recovery on another host) is dropped; one that fails again is
+    /// kept for the next try, at most [`MAX_OWED_ATTEMPTS`] times.
+    pub(super) async fn pay_owed(&self) {
+        let owed: Vec<Owed> = {
+            let mut queue = self.owed.queue.lock().unwrap_or_else(|e| e.into_inner());
+            self.owed.count.store(0, Ordering::Relaxed);
+            queue.drain(..).collect()
+        };
+        for mut o in owed {
+            let Ok(outcome) = Outcome::of(&o.result) else {
+                continue;
+            };
+            let write = Write::Finish {
+                run_id: o.run_id.clone(),
+                call_id: o.result.call_id.clone(),
+                outcome,
+                events: vec![PendingEvent::now(
+                    Stage::Record.as_str(),
+                    Decision::RecordedLate.as_str(),
+                    "the ledger could not take this outcome when the call ended; it was \
+                     returned as outcome_unknown then",
+                )],
+            };
+            match self.ledger.commit(write, self.inline()).await {
+                Ok(_)
+                | Err(LedgerError::AlreadyFinished { .. } | LedgerError::UnknownCall { .. }) => {}
+                Err(_) => {
+                    o.attempts += 1;
+                    if o.attempts < MAX_OWED_ATTEMPTS {
+                        self.push_owed(o);
+                    }
+                }
+            }
+        }
+    }
+}
