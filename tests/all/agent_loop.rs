@@ -12,18 +12,10 @@ use toolhost::ledger::TranscriptEntry;
 use toolhost::Runtime;
 
 use crate::openai::{scripted, text, tool_calls, Reply, Scripted};
-use crate::support::{guest, toml_path};
 
 /// greet (read) from the template component, with a fresh ledger.
 fn setup() -> (tempfile::TempDir, Runtime) {
-    let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "data_dir = {data}\n[[component]]\npath = {template}\n",
-        data = crate::support::own_data(),
-        template = toml_path(&guest("template")),
-    );
-    let path = dir.path().join("toolhost.toml");
-    std::fs::write(&path, text).unwrap();
+    let (dir, path) = crate::support::template_config();
     let rt = crate::support::runtime(&path);
     (dir, rt)
 }

@@ -8,18 +8,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::openai::{scripted, Reply};
-use crate::support::{guest, toml_path};
 
 /// greet, with a fresh ledger.
 fn setup() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "data_dir = {data}\n[[component]]\npath = {template}\n",
-        data = crate::support::own_data(),
-        template = toml_path(&guest("template")),
-    );
-    let path = dir.path().join("toolhost.toml");
-    std::fs::write(&path, text).unwrap();
+    let (dir, path) = crate::support::template_config();
     (dir, path.display().to_string())
 }
 
@@ -51,12 +43,41 @@ fn agent(config: &str, base: &str) -> Command {
     cmd
 }
 
-const REPLY: &str = r#"{"choices":[{"message":{"content":"via REPLACE"},"finish_reason":"stop"}]}"#;
+/// A request's head (up to the blank line, at most 1 MiB), or `None` if the peer hung up first.
+async fn read_head(sock: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 1 << 20 {
+        match sock.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some(String::from_utf8_lossy(&buf).to_string())
+}
+
+/// A whole chat-completions answer whose text is "via {who}"; the connection then closes.
+async fn answer(sock: &mut (impl tokio::io::AsyncWrite + Unpin), who: &str) {
+    use tokio::io::AsyncWriteExt;
+    let body = format!(
+        r#"{{"choices":[{{"message":{{"content":"via {who}"}},"finish_reason":"stop"}}]}}"#
+    );
+    let _ = sock
+        .write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await;
+}
 
 /// A loopback HTTP proxy that answers every request itself with a short text reply, and
 /// remembers each request line it saw.
 async fn answering_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let lines = Arc::new(Mutex::new(Vec::new()));
@@ -65,29 +86,13 @@ async fn answering_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
         while let Ok((mut sock, _)) = listener.accept().await {
             let log = log.clone();
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 1 << 20 {
-                    match sock.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&buf).to_string();
+                let Some(head) = read_head(&mut sock).await else {
+                    return;
+                };
                 log.lock()
                     .unwrap()
                     .push(head.lines().next().unwrap_or("").to_string());
-                let body = REPLY.replace("REPLACE", "the proxy");
-                let _ = sock
-                    .write_all(
-                        format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                             content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                            body.len()
-                        )
-                        .as_bytes(),
-                    )
-                    .await;
+                answer(&mut sock, "the proxy").await;
             });
         }
     });
@@ -140,7 +145,7 @@ async fn the_proxy_environment_is_honoured() {
 /// its port and the CA certificate (PEM). It answers every request with a short text reply.
 async fn tls_server() -> (u16, String) {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name
@@ -174,25 +179,9 @@ async fn tls_server() -> (u16, String) {
                 let Ok(mut tls) = acceptor.accept(sock).await else {
                     return; // a client that does not trust us hangs up here
                 };
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 1 << 20 {
-                    match tls.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
+                if read_head(&mut tls).await.is_some() {
+                    answer(&mut tls, "TLS").await;
                 }
-                let body = REPLY.replace("REPLACE", "TLS");
-                let _ = tls
-                    .write_all(
-                        format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                             content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                            body.len()
-                        )
-                        .as_bytes(),
-                    )
-                    .await;
                 let _ = tls.shutdown().await;
             });
         }

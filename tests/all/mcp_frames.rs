@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions, StopReason};
 
 use crate::openai::{scripted, text, tool_calls, Reply};
-use crate::support::{guest, line_reader, toml_path, toolhost};
+use crate::support::{line_reader, toolhost};
 
 /// The longest any one answer may take before a test gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -26,15 +26,7 @@ const REPEATED: &str = r#"{"name": "first", "name": "second"}"#;
 
 /// A config with the template tools (`greet`), in a fresh directory.
 fn setup() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "data_dir = {data}\n[[component]]\npath = {template}\n",
-        data = crate::support::own_data(),
-        template = toml_path(&guest("template")),
-    );
-    let path = dir.path().join("toolhost.toml");
-    std::fs::write(&path, text).unwrap();
-    (dir, path)
+    crate::support::template_config()
 }
 
 /// A raw `toolhost serve` session over stdio, killed on drop.

@@ -373,13 +373,9 @@ impl Proxy {
     }
 }
 
-/// The database goes away under a running host and comes back: eight calls at once during the
-/// outage all end `host_error` and run nothing; afterwards the same host — not restarted —
-/// serves eight at once again (and one of the refused calls, resent), and the ledger holds
-/// exactly the calls that ran.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
-async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
+/// A schema of the test's own, a proxy in front of the test server, and the same schema as
+/// reached through the proxy (forget it: the first one drops the schema, over the real server).
+fn proxied_schema() -> (Schema, Proxy, Schema) {
     let schema = Schema::new();
     let target: tokio_postgres::Config = schema.url.parse().unwrap();
     let host = match &target.get_hosts()[0] {
@@ -393,6 +389,17 @@ async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
         url: format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port),
         name: schema.name.clone(),
     };
+    (schema, proxy, proxied)
+}
+
+/// The database goes away under a running host and comes back: eight calls at once during the
+/// outage all end `host_error` and run nothing; afterwards the same host — not restarted —
+/// serves eight at once again (and one of the refused calls, resent), and the ledger holds
+/// exactly the calls that ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
+    let (_schema, proxy, proxied) = proxied_schema(); // `_schema` drops it at the end
     let srv = server(Duration::ZERO, false);
     let (_d, cfg) = config(&proxied, srv.port, "", "");
     std::mem::forget(proxied); // `schema` drops it, over the real server
@@ -473,20 +480,8 @@ async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
 async fn pg_an_outcome_the_outage_kept_out_is_recorded_when_the_database_is_back() {
-    let schema = Schema::new();
-    let target: tokio_postgres::Config = schema.url.parse().unwrap();
-    let host = match &target.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        other => panic!("the test server must be reached over TCP, not {other:?}"),
-    };
-    let proxy = Proxy::start((host, target.get_ports()[0]));
-    let user = target.get_user().unwrap_or("postgres");
-    let db = target.get_dbname().unwrap_or("postgres");
-    let proxied = Schema {
-        url: format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port),
-        name: schema.name.clone(),
-    };
-    // Every request is answered after a second: time to take the database away meanwhile.
+    let (_schema, proxy, proxied) = proxied_schema(); // `_schema` drops it at the end
+                                                      // Every request is answered after a second: time to take the database away meanwhile.
     let srv = server(Duration::from_secs(1), false);
     let (_d, cfg) = config(&proxied, srv.port, "", "");
     std::mem::forget(proxied); // `schema` drops it, over the real server

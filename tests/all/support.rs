@@ -218,3 +218,17 @@ pub fn serve_stdio(config: &Path) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+/// A config with the template component (`greet`) and a fresh data directory, in a new
+/// temporary directory: the config's path.
+pub fn template_config() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "data_dir = {data}\n[[component]]\npath = {template}\n",
+        data = own_data(),
+        template = toml_path(&guest("template")),
+    );
+    let path = dir.path().join("toolhost.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}

@@ -100,9 +100,10 @@ pub fn request_json(p: &ApprovalPrompt) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    /// A prompt for `delete_file` with these canonical arguments (the approvers' tests use it).
     pub(crate) fn prompt(args: &str) -> ApprovalPrompt {
         ApprovalPrompt {
             tool: "delete_file".into(),

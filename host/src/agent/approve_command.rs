@@ -153,16 +153,7 @@ mod tests {
     use super::*;
 
     fn prompt() -> ApprovalPrompt {
-        ApprovalPrompt {
-            tool: "write_text".into(),
-            canonical_arguments: r#"{"path":"a"}"#.into(),
-            principal: "alice".into(),
-            tenant: "acme".into(),
-            run_id: "r".into(),
-            call_id: "c".into(),
-            digest: "d".into(),
-            expires_at: 0,
-        }
+        crate::agent::approval::tests::prompt(r#"{"path":"a"}"#)
     }
 
     /// A withheld variable (in toolhost, the API key's) is not in the command's environment;
@@ -216,7 +207,7 @@ mod tests {
     /// and digest.
     #[tokio::test]
     async fn the_request_is_on_stdin() {
-        let cmd = r#"grep -q '"tool":"write_text"' && echo approve || echo deny"#;
+        let cmd = r#"grep -q '"tool":"delete_file"' && echo approve || echo deny"#;
         assert_eq!(
             ask(cmd, Duration::from_secs(30)).await,
             ApprovalAnswer::Approved

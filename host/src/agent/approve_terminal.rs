@@ -150,16 +150,7 @@ mod tests {
     use std::io::Read;
 
     fn prompt() -> ApprovalPrompt {
-        ApprovalPrompt {
-            tool: "write_text".into(),
-            canonical_arguments: r#"{"path":"a"}"#.into(),
-            principal: "alice".into(),
-            tenant: "acme".into(),
-            run_id: "r".into(),
-            call_id: "c".into(),
-            digest: "d".into(),
-            expires_at: 0,
-        }
+        crate::agent::approval::tests::prompt(r#"{"path":"a"}"#)
     }
 
     /// A pipe whose writing end the test holds: lines arrive when the test sends them.
