@@ -72,6 +72,19 @@ async fn run(server: &Scripted) -> Run {
     run_with(server, AgentConfig::default(), true).await
 }
 
+/// The transcript of a run of two steps — a tool call, then the answer: per step the request,
+/// its one attempt and the response; the tool result; why the run stopped.
+const TOOL_THEN_ANSWER: [&str; 8] = [
+    "model_request",
+    "model_attempt",
+    "model_response",
+    "tool_result",
+    "model_request",
+    "model_attempt",
+    "model_response",
+    "run_stopped",
+];
+
 /// The tool messages of the n-th request, in order.
 fn tool_messages(server: &Scripted, n: usize) -> Vec<Value> {
     server.requests()[n].body["messages"]
@@ -137,19 +150,7 @@ async fn two_steps_tool_then_answer() {
     // The whole run is in the ledger: model steps, tool results, and the call.
     let entries = r.rt.ledger.transcript_entries(&r.summary.run_id).unwrap();
     let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
-    assert_eq!(
-        kinds,
-        [
-            "model_request",
-            "model_attempt",
-            "model_response",
-            "tool_result",
-            "model_request",
-            "model_attempt",
-            "model_response",
-            "run_stopped"
-        ]
-    );
+    assert_eq!(kinds, TOOL_THEN_ANSWER);
     assert_eq!(
         entries[1].detail.split(" after ").next(),
         Some("attempt 1: ok")
@@ -643,27 +644,13 @@ async fn cli_run_with_api_key_from_env() {
     let run = summary["run_id"].as_str().unwrap();
     let ledger = toolhost(&["ledger", "--config", &config, "--run", run]);
     let l: Value = serde_json::from_str(&ledger.stdout).unwrap();
-    // Per step: the request, its one attempt, the response; the tool result; the stop.
     let kinds: Vec<&str> = l["transcript"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        kinds,
-        [
-            "model_request",
-            "model_attempt",
-            "model_response",
-            "tool_result",
-            "model_request",
-            "model_attempt",
-            "model_response",
-            "run_stopped"
-        ],
-        "{l}"
-    );
+    assert_eq!(kinds, TOOL_THEN_ANSWER, "{l}");
     assert_eq!(l["stopped"], "finished");
     assert_eq!(l["calls"][0]["tool"], "greet");
 
