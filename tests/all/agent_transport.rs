@@ -144,20 +144,8 @@ async fn the_proxy_environment_is_honoured() {
 /// A TLS server on loopback whose certificate (for 127.0.0.1) is signed by a fresh CA; returns
 /// its port and the CA certificate (PEM). It answers every request with a short text reply.
 async fn tls_server() -> (u16, String) {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
     use tokio::io::AsyncWriteExt;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "toolhost test corporate CA");
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca, ca_key);
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&leaf_key, &issuer)
-        .unwrap();
+    let certs = crate::certs::loopback();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -165,8 +153,8 @@ async fn tls_server() -> (u16, String) {
     .unwrap()
     .with_no_client_auth()
     .with_single_cert(
-        vec![leaf.der().clone()],
-        rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+        vec![certs.cert_der.clone().into()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(certs.key_der.clone().into()),
     )
     .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
@@ -186,7 +174,7 @@ async fn tls_server() -> (u16, String) {
             });
         }
     });
-    (port, ca_pem)
+    (port, certs.ca_pem)
 }
 
 /// A server certificate from a CA that only the system store knows (`SSL_CERT_FILE`, where a

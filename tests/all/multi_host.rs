@@ -47,6 +47,7 @@ impl Drop for Schema {
             url: self.url.clone(),
             password_env: None,
             schema: self.name.clone(),
+            ca_file: None,
         };
         let name = self.name.clone();
         // On a thread of its own: the test may be inside a runtime, where blocking on another

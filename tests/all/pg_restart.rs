@@ -14,10 +14,12 @@ use serde_json::json;
 use crate::multi_host::{config, server, Schema};
 
 /// A PostgreSQL server in a temporary directory, on a port of its own, stopped on drop.
-struct PrivateServer {
+pub(super) struct PrivateServer {
     bin: PathBuf,
-    dir: tempfile::TempDir,
-    port: u16,
+    pub(super) dir: tempfile::TempDir,
+    pub(super) port: u16,
+    /// More server options (`-c name=value …`).
+    options: String,
 }
 
 /// Run `program` from PostgreSQL's `bin` directory as the `postgres` user when this process is
@@ -41,7 +43,13 @@ fn pg(bin: &Path, program: &str, args: &[&str]) {
 }
 
 impl PrivateServer {
-    fn start() -> PrivateServer {
+    pub(super) fn start() -> PrivateServer {
+        PrivateServer::start_with(|_| String::new())
+    }
+
+    /// Initialise the server, let `prepare` put files into its directory (still ours, before
+    /// it is handed to the postgres user) and return more server options, then start it.
+    pub(super) fn start_with(prepare: impl FnOnce(&Path) -> String) -> PrivateServer {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
             .and_then(|versions| {
@@ -52,6 +60,7 @@ impl PrivateServer {
             })
             .expect("PostgreSQL's server programs (/usr/lib/postgresql/*/bin/initdb)");
         let dir = tempfile::tempdir().unwrap();
+        let options = prepare(dir.path());
         if rustix::process::getuid().is_root() {
             let ok = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
@@ -78,18 +87,24 @@ impl PrivateServer {
                 "--encoding=UTF8",
             ],
         );
-        let s = PrivateServer { bin, dir, port };
+        let s = PrivateServer {
+            bin,
+            dir,
+            port,
+            options,
+        };
         s.ctl("start");
         s
     }
 
-    fn ctl(&self, what: &str) {
+    pub(super) fn ctl(&self, what: &str) {
         let data = self.dir.path().join("data");
         let log = self.dir.path().join("log");
         let options = format!(
-            "-F -p {} -k {} -c listen_addresses=127.0.0.1",
+            "-F -p {} -k {} -c listen_addresses=127.0.0.1 {}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.options
         );
         let mut args = vec![
             "-D",
@@ -109,7 +124,7 @@ impl PrivateServer {
         pg(&self.bin, "pg_ctl", &args);
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 }

@@ -104,6 +104,7 @@ async fn drop_schema(url: &str, schema: &str) {
         url: url.to_owned(),
         password_env: None,
         schema: schema.to_owned(),
+        ca_file: None,
     };
     if let Ok(client) = config.connect().await {
         let _ = client

@@ -87,7 +87,7 @@ impl Runtime {
         let data = config.data_dir();
         // Side effects from here on.
         registry.save_cache();
-        let ledger = config.ledger.open(&data)?;
+        let ledger = config.ledger.open(&data, &config.base_dir)?;
         ledger.recover()?;
         let (approval_key, approval_ttl) =
             crate::policy::load_approval_key(config.policy.as_ref(), &config.base_dir, &data)?;

@@ -189,7 +189,7 @@ impl Config {
         }
         self.limits.validate("limits", &mut p);
         self.run.validate(&mut p);
-        self.ledger.validate(&mut p);
+        self.ledger.validate(&self.base_dir, &mut p);
         if let Some(policy) = &self.policy {
             crate::policy::validate(policy, &mut p);
         }

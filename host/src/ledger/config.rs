@@ -41,6 +41,11 @@ pub struct LedgerConfig {
     /// Seconds a host's lease lasts without renewal (default [`DEFAULT_LEASE_SECS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_secs: Option<u64>,
+    /// A PEM file of CA certificates the database server's certificate may chain to (with
+    /// `sslmode=require` in the url), relative to the config file; Mozilla's roots and the
+    /// system's are trusted as well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// SQLite durability level.
@@ -61,14 +66,16 @@ impl LedgerConfig {
         }
     }
 
-    /// The PostgreSQL settings and lease, when `url` is set; every key that only means
-    /// something for one backend is refused for the other.
-    pub fn postgres(&self) -> Result<Option<(PgConfig, Duration)>, LedgerError> {
+    /// The PostgreSQL settings and lease, when `url` is set (`ca_file` taken relative to
+    /// `base`, the config file's directory); every key that only means something for one
+    /// backend is refused for the other.
+    pub fn postgres(&self, base: &Path) -> Result<Option<(PgConfig, Duration)>, LedgerError> {
         let Some(url) = &self.url else {
             for (key, set) in [
                 ("password_env", self.password_env.is_some()),
                 ("schema", self.schema.is_some()),
                 ("lease_secs", self.lease_secs.is_some()),
+                ("ca_file", self.ca_file.is_some()),
             ] {
                 if set {
                     return Err(LedgerError::Unsupported(format!(
@@ -98,15 +105,16 @@ impl LedgerConfig {
             url: url.clone(),
             password_env: self.password_env.clone(),
             schema: self.schema.clone().unwrap_or_else(|| "toolhost".into()),
+            ca_file: self.ca_file.as_ref().map(|f| base.join(f)),
         };
         Ok(Some((config, Duration::from_secs(secs))))
     }
 
     /// Every problem with these settings that can be seen without connecting (`check-config`
     /// and startup report them with the others).
-    pub fn validate(&self, problems: &mut Vec<crate::contract::ConfigProblem>) {
+    pub fn validate(&self, base: &Path, problems: &mut Vec<crate::contract::ConfigProblem>) {
         let checked = self
-            .postgres()
+            .postgres(base)
             .and_then(|pg| pg.map_or(Ok(()), |(pg, _)| pg.check()));
         if let Err(e) = checked {
             let message = match e {
@@ -119,8 +127,8 @@ impl LedgerConfig {
 
     /// Open the ledger these settings name: PostgreSQL when `url` is set, else the SQLite file
     /// `ledger.sqlite` in `data`.
-    pub fn open(&self, data: &Path) -> Result<Ledger, LedgerError> {
-        match self.postgres()? {
+    pub fn open(&self, data: &Path, base: &Path) -> Result<Ledger, LedgerError> {
+        match self.postgres(base)? {
             Some((pg, lease)) => Ledger::open_postgres(&pg, lease, self.options()),
             None => Ledger::open(&data.join("ledger.sqlite"), self.options()),
         }

@@ -10,8 +10,10 @@ pub enum LedgerError {
     #[error("ledger database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
 
-    /// The PostgreSQL server refused a statement or could not be reached.
-    #[error("ledger server error: {0}")]
+    /// The PostgreSQL server refused a statement or could not be reached. The message carries
+    /// the driver's innermost cause ("invalid peer certificate: UnknownIssuer", "Connection
+    /// refused"), which its own message leaves out.
+    #[error("ledger server error: {}{}", .0, cause(.0))]
     Postgres(#[from] tokio_postgres::Error),
 
     /// The ledger's directory could not be created.
@@ -108,4 +110,15 @@ impl LedgerError {
             _ => LedgerError::Sqlite(e),
         }
     }
+}
+
+/// `": <innermost cause>"` of a driver error, when it has one.
+fn cause(e: &tokio_postgres::Error) -> String {
+    let mut last: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    let mut deepest = None;
+    while let Some(c) = last {
+        deepest = Some(c);
+        last = c.source();
+    }
+    deepest.map_or(String::new(), |c| format!(": {c}"))
 }

@@ -6,7 +6,8 @@
 //!
 //! # Layout
 //! - [`PgConfig`]: where the database is; the password comes from an environment variable the
-//!   config names, never from the config itself.
+//!   config names, never from the config itself; TLS when the url says `sslmode=require`
+//!   (`tls.rs`: the server's certificate verified, never trusted blindly).
 //! - `schema.rs`: versioned migrations, applied under an advisory lock so hosts starting
 //!   together migrate once.
 //! - `backend.rs`: [`PgBackend`], the call path's writes behind the same
@@ -23,6 +24,7 @@ mod lease;
 mod limits;
 mod schema;
 mod store;
+mod tls;
 
 #[cfg(test)]
 mod host_tests;
@@ -48,6 +50,9 @@ pub struct PgConfig {
     pub password_env: Option<String>,
     /// The schema the ledger's tables live in (`toolhost` by default); tests use one each.
     pub schema: String,
+    /// A PEM file of CA certificates to trust for the server's certificate, besides Mozilla's
+    /// roots and the system's (with `sslmode=require`).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl PgConfig {
@@ -84,19 +89,29 @@ impl PgConfig {
     /// password variable (if named) is set, the schema is a plain name.
     pub fn check(&self) -> Result<(), LedgerError> {
         check_schema_name(&self.schema)?;
-        self.settings().map(|_| ())
+        let settings = self.settings()?;
+        tls::connector(&settings, self.ca_file.as_deref()).map(|_| ())
     }
 
     /// One connection, its driver spawned on the current tokio runtime, with the ledger's
     /// schema first on its search path ([`migrate`] creates it).
     pub async fn connect(&self) -> Result<Client, LedgerError> {
         check_schema_name(&self.schema)?;
-        let (client, connection) = self.settings()?.connect(NoTls).await?;
-        tokio::spawn(async move {
-            // Ends when the client is dropped or the server goes away; every pending query
-            // then fails with the connection's error, which is what callers see.
-            let _ = connection.await;
-        });
+        let settings = self.settings()?;
+        // The driver ends when the client is dropped or the server goes away; every pending
+        // query then fails with the connection's error, which is what callers see.
+        let client = match tls::connector(&settings, self.ca_file.as_deref())? {
+            None => {
+                let (client, connection) = settings.connect(NoTls).await?;
+                tokio::spawn(connection);
+                client
+            }
+            Some(tls) => {
+                let (client, connection) = settings.connect(tls).await?;
+                tokio::spawn(connection);
+                client
+            }
+        };
         client
             .batch_execute(&format!("SET search_path TO {}", self.schema))
             .await?;

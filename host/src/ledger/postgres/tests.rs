@@ -25,6 +25,7 @@ impl TestSchema {
                 url,
                 password_env: None,
                 schema,
+                ca_file: None,
             },
         }
     }
@@ -289,6 +290,7 @@ fn pg_settings_refuse_what_must_not_be_in_a_config() {
         url: url.into(),
         password_env: env.map(Into::into),
         schema: schema.into(),
+        ca_file: None,
     };
     let err = config("postgres://u:secret@127.0.0.1/db", None, "toolhost")
         .settings()
