@@ -1,6 +1,7 @@
-//! The provider transport of `toolhost agent` as a user's network has it: `HTTP(S)_PROXY` and
-//! `NO_PROXY` are honoured, and a server whose certificate chains to a CA only the system store
-//! trusts (a company's own; here through `SSL_CERT_FILE`) is reached over TLS.
+//! The provider transport of `toolhost agent` as a user's network has it: `HTTP_PROXY`,
+//! `HTTPS_PROXY` (a `CONNECT` tunnel) and `NO_PROXY` are honoured, and a server whose
+//! certificate chains to a CA only the system store trusts (a company's own; here through
+//! `SSL_CERT_FILE`) is reached over TLS, directly or through the tunnel.
 
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -205,5 +206,67 @@ async fn a_company_ca_in_the_system_store_is_trusted() {
     assert!(
         detail.starts_with("connect_failed") && detail.contains("certificate"),
         "{detail}"
+    );
+}
+
+/// A loopback proxy that tunnels `CONNECT host:port` (what a client does for `https` through
+/// `HTTPS_PROXY`) and remembers each request line it saw.
+async fn tunnelling_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let log = lines.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let Some(head) = read_head(&mut sock).await else {
+                    return;
+                };
+                let line = head.lines().next().unwrap_or("").to_string();
+                log.lock().unwrap().push(line.clone());
+                let Some(target) = line
+                    .strip_prefix("CONNECT ")
+                    .and_then(|r| r.split(' ').next())
+                else {
+                    return;
+                };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(target).await else {
+                    return;
+                };
+                let ok = b"HTTP/1.1 200 Connection established\r\n\r\n";
+                if sock.write_all(ok).await.is_ok() {
+                    let _ = tokio::io::copy_bidirectional(&mut sock, &mut upstream).await;
+                }
+            });
+        }
+    });
+    (port, lines)
+}
+
+/// `HTTPS_PROXY`: an `https` endpoint is reached through a `CONNECT` tunnel, and TLS inside it
+/// is still verified end to end (the server's certificate against the company CA).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_goes_through_the_proxy_tunnel() {
+    let (tls_port, ca_pem) = tls_server().await;
+    let (proxy_port, seen) = tunnelling_proxy().await;
+    let (dir, config) = setup();
+    let ca_file = dir.path().join("company-ca.pem");
+    std::fs::write(&ca_file, ca_pem).unwrap();
+    let base = format!("https://127.0.0.1:{tls_port}/v1");
+    let mut cmd = agent(&config, &base);
+    cmd.env("SSL_CERT_FILE", &ca_file)
+        .env("HTTPS_PROXY", format!("http://127.0.0.1:{proxy_port}"));
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["final_text"], "via TLS", "{summary}");
+    let lines = seen.lock().unwrap().clone();
+    assert_eq!(
+        lines,
+        [format!("CONNECT 127.0.0.1:{tls_port} HTTP/1.1")],
+        "{lines:?}"
     );
 }
