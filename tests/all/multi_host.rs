@@ -536,3 +536,33 @@ async fn pg_an_outcome_the_outage_kept_out_is_recorded_when_the_database_is_back
     assert_eq!(again.status.as_str(), "completed", "{again:?}");
     assert_eq!(srv.requests.load(Ordering::SeqCst), 2, "it never ran twice");
 }
+
+/// One host, eight copies of one call at once: the claim is taken before the ledger is asked
+/// whether the id is known (the question is a round trip, awaited outside the runtime's
+/// lock), so the copies that arrive meanwhile wait for the first — one execution, eight
+/// identical completed answers, one call in the ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+async fn pg_copies_of_one_call_at_once_on_one_host_run_once() {
+    let schema = Schema::new();
+    let srv = server(Duration::from_millis(200), false);
+    let (_d, cfg) = config(&schema, srv.port, "", "");
+    let cfg_path = std::path::PathBuf::from(&cfg);
+    let rt = tokio::task::spawn_blocking(move || crate::support::runtime(&cfg_path))
+        .await
+        .unwrap();
+    let ctx = rt.context("alice", "default");
+    let call = toolhost::ToolCall {
+        call_id: "the-one".into(),
+        name: "http_get".into(),
+        arguments: json!({ "url": format!("http://127.0.0.1:{}/once", srv.port) }),
+    };
+    let results = futures::future::join_all((0..8).map(|_| rt.run_call(&ctx, &call, None))).await;
+    for r in &results {
+        assert_eq!(r.status.as_str(), "completed", "{r:?}");
+        assert_eq!(r.output, results[0].output);
+    }
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(rt.executions(), 1);
+    assert_eq!(rt.ledger.calls(None).unwrap().len(), 1);
+}

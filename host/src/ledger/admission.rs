@@ -13,7 +13,7 @@ use super::codec::decode_result;
 use super::group::{GroupStats, Inline};
 use super::outcome::Outcome;
 use super::write::{Applied, CallKey, Write};
-use super::{Conn, Ledger, LedgerError};
+use super::{Conn, Ledger, LedgerError, Store};
 use crate::contract::ToolResult;
 
 /// The model-safe message of a call that recovery closed.
@@ -83,6 +83,19 @@ impl Ledger {
             Conn::Postgres(pg) => return pg.is_admitted(run_id, call_id),
         };
         Ok(call_state(&conn, run_id, call_id)?.is_some())
+    }
+
+    /// [`is_admitted`](Self::is_admitted) for an async caller: a round trip to a PostgreSQL
+    /// ledger is awaited, not waited for on the caller's worker (SQLite's is a local read).
+    pub async fn is_admitted_async(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Result<bool, LedgerError> {
+        match &self.store {
+            Store::Postgres(pg) => pg.is_admitted_async(run_id, call_id).await,
+            Store::Sqlite { .. } => self.is_admitted(run_id, call_id),
+        }
     }
 
     /// Admit a call and mark it started in one transaction: the admission, `opening.events`

@@ -4,7 +4,9 @@
 //! one commit per call fewer (see `docs/benchmarks.md`), with the same record in the ledger.
 //!
 //! Exactly once still holds: a claim in the runtime's `pending` map stops a duplicate in this
-//! process (it waits for the original's outcome, or is a conflict), and the admission itself,
+//! process (it waits for the original's outcome, or is a conflict) — the claim is taken before
+//! the ledger is asked whether the id is known, and the question (a round trip to a PostgreSQL
+//! ledger) is awaited outside the map's lock — and the admission itself,
 //! in one `BEGIN IMMEDIATE` transaction, finds an id another process admitted meanwhile — then
 //! this call does not run and records nothing of its own.
 //!
@@ -27,59 +29,76 @@ impl Runtime {
     /// process from running meanwhile; a duplicate in another process is stopped by the
     /// admission itself, which finds the id taken (see [`Runtime::start`]). Calls that may
     /// need approval are admitted first, so a duplicate cannot ask a human a second time.
-    pub(super) fn admit_late(
+    pub(super) async fn admit_late(
         &self,
         ctx: &RunContext,
         call: &ToolCall,
         digest: &str,
         size: u64,
-    ) -> Late {
+    ) -> (Late, Option<Claim<'_>>) {
         let approval = self
             .registry
             .get(&call.name)
             .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));
         if approval {
-            return Late::No;
+            return (Late::No, None);
         }
         let key = (ctx.run_id.clone(), call.call_id.clone());
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(log) = pending.get_mut(&key) {
-            // Running in this process right now.
-            return match &log.late {
-                Some(l) if l.digest != digest => {
-                    log.events.push(PendingEvent::now(
-                        Stage::Admit.as_str(),
-                        Decision::Conflict.as_str(),
-                        &format!(
-                            "call id reused for tool {:?} with arguments sha256 {digest}, \
-                             {size} bytes; refused as duplicate_call_id, this call unchanged",
-                            clip(&call.name, 64)
-                        ),
-                    ));
-                    Late::Conflict
-                }
-                Some(_) => Late::Duplicate,
-                None => Late::No,
-            };
-        }
-        match self.ledger.is_admitted(&ctx.run_id, &call.call_id) {
-            Ok(true) => Late::No,
-            Ok(false) => {
-                pending.insert(
-                    key,
-                    CallLog {
-                        late: Some(LateAdmission {
-                            digest: digest.to_owned(),
-                            size,
-                            at_ms: now_ms(),
-                            content: false,
-                        }),
-                        ..CallLog::default()
-                    },
-                );
-                Late::Claimed
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(log) = pending.get_mut(&key) {
+                // Running in this process right now.
+                let late = match &log.late {
+                    Some(l) if l.digest != digest => {
+                        log.events.push(PendingEvent::now(
+                            Stage::Admit.as_str(),
+                            Decision::Conflict.as_str(),
+                            &format!(
+                                "call id reused for tool {:?} with arguments sha256 {digest}, \
+                                 {size} bytes; refused as duplicate_call_id, this call unchanged",
+                                clip(&call.name, 64)
+                            ),
+                        ));
+                        Late::Conflict
+                    }
+                    Some(_) => Late::Duplicate,
+                    None => Late::No,
+                };
+                return (late, None);
             }
-            Err(e) => Late::Fault(e.to_string()),
+            // Claimed before the ledger is asked, and not under the lock while it is: a
+            // duplicate arriving meanwhile waits for this call, as for any claim.
+            pending.insert(
+                key,
+                CallLog {
+                    late: Some(LateAdmission {
+                        digest: digest.to_owned(),
+                        size,
+                        at_ms: now_ms(),
+                        content: false,
+                    }),
+                    ..CallLog::default()
+                },
+            );
+        }
+        // Released if this future is dropped before the claim's commit ends it.
+        let claim = Claim::new(self, ctx, call);
+        match self
+            .ledger
+            .is_admitted_async(&ctx.run_id, &call.call_id)
+            .await
+        {
+            Ok(false) => (Late::Claimed, Some(claim)),
+            Ok(true) => {
+                // Known to the ledger: admitted the ordinary way. What a duplicate noted
+                // meanwhile stays for this call's next commit.
+                claim.release_keeping_events();
+                (Late::No, None)
+            }
+            Err(e) => {
+                claim.release_keeping_events();
+                (Late::Fault(e.to_string()), None)
+            }
         }
     }
 
@@ -214,6 +233,9 @@ impl Runtime {
 pub(super) struct Claim<'a> {
     runtime: &'a Runtime,
     key: (String, String),
+    /// Cleared when the claim was ended otherwise: then dropping it touches nothing (the key
+    /// may be another call's claim by then).
+    armed: bool,
 }
 
 impl<'a> Claim<'a> {
@@ -221,12 +243,34 @@ impl<'a> Claim<'a> {
         Claim {
             runtime,
             key: (ctx.run_id.clone(), call.call_id.clone()),
+            armed: true,
+        }
+    }
+
+    /// Drop the claim now, keeping any decision a duplicate added to it meanwhile (for this
+    /// call's next commit); the guard then does nothing more.
+    fn release_keeping_events(mut self) {
+        self.armed = false;
+        let mut pending = self
+            .runtime
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(log) = pending.get_mut(&self.key) {
+            if log.events.is_empty() {
+                pending.remove(&self.key);
+            } else {
+                log.late = None;
+            }
         }
     }
 }
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
         let mut pending = self
             .runtime
             .pending

@@ -10,7 +10,7 @@ use crate::contract::{Decision, Risk, Stage};
 use crate::ledger::{digest_bytes, Admission, CallKey, Inline, PendingEvent};
 use crate::policy::{canonical_call, Subject};
 
-use super::admission::{CallLog, Claim, Late};
+use super::admission::{CallLog, Late};
 use super::limits::Refusal;
 use super::{clip, Runtime};
 
@@ -53,10 +53,11 @@ impl Runtime {
         let _in_flight = InFlight::enter(&self.in_flight);
         // 1. admit (before anything else looks at the call)
         let (digest, size, args_size) = admission_digest(call);
-        match self.admit_late(ctx, call, &digest, size) {
+        let (late, claim) = self.admit_late(ctx, call, &digest, size).await;
+        match late {
             Late::Claimed => {
                 // Released if this future is dropped before the claim's commit ends it.
-                let _claim = Claim::new(self, ctx, call);
+                let _claim = claim;
                 let result = self
                     .stages(ctx, call, approval_token, Some(args_size))
                     .await;

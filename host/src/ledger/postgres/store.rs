@@ -142,6 +142,29 @@ impl PgStore {
         })
     }
 
+    /// [`run`](Self::run) for an async caller: the work runs on the store's runtime and the
+    /// caller awaits it without holding its own worker.
+    pub(super) async fn run_async<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, LedgerError>> + Send + 'static,
+    ) -> Result<T, LedgerError> {
+        let handle = self.runtime().spawn(async move {
+            tokio::time::timeout(OPERATION_TIMEOUT, work)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(LedgerError::Commit(format!(
+                        "the ledger's server did not answer within {} s",
+                        OPERATION_TIMEOUT.as_secs()
+                    )))
+                })
+        });
+        handle.await.unwrap_or_else(|_| {
+            Err(LedgerError::Commit(
+                "the ledger's server connection stopped".into(),
+            ))
+        })
+    }
+
     pub(super) fn connector(&self) -> Arc<Connector> {
         self.client.clone()
     }
@@ -189,8 +212,25 @@ impl PgStore {
     }
 
     pub fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {
+        self.run(self.admitted_query(run_id, call_id))
+    }
+
+    /// [`is_admitted`](Self::is_admitted) without holding the caller's worker.
+    pub async fn is_admitted_async(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Result<bool, LedgerError> {
+        self.run_async(self.admitted_query(run_id, call_id)).await
+    }
+
+    fn admitted_query(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> impl Future<Output = Result<bool, LedgerError>> + Send + 'static {
         let (c, r, k) = (self.connector(), run_id.to_owned(), call_id.to_owned());
-        self.run(async move {
+        async move {
             let c = c.get().await?;
             Ok(c.query_opt(
                 "SELECT 1 FROM calls WHERE run_id = $1 AND call_id = $2",
@@ -198,7 +238,7 @@ impl PgStore {
             )
             .await?
             .is_some())
-        })
+        }
     }
 
     pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
