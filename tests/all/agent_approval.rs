@@ -128,7 +128,7 @@ async fn approve_with_a_command() {
     assert_eq!(sent[0]["tool"], "write_text");
     assert_eq!(sent[0]["arguments"]["content"], "approved once");
     assert_eq!(sent[0]["call_id"], "p:w1");
-    assert_eq!(sent[0]["digest"], sent[1]["digest"]);
+    assert_eq!(sent[1]["call_id"], "p:w2");
 
     let run = summary["run_id"].as_str().unwrap();
     let a = approvals(&config, run);
@@ -143,7 +143,9 @@ async fn approve_with_a_command() {
             "by a human, through the --approve-with command".to_string()
         )
     );
+    // Each question binds its own call (the digest also covers its expiry second).
     assert_eq!(a[1].1[0].0, "asked");
+    assert_eq!(a[1].1[0].1, sent[1]["digest"].as_str().unwrap());
     assert_eq!(a[1].1[1].0, "approval_denied");
     assert_eq!(a[1].2, "approval_denied");
 }
