@@ -10,7 +10,9 @@ use super::codec::to_sql_u64;
 use sha2::{Digest, Sha256};
 
 use super::LedgerError;
-use crate::contract::{Stage, ToolResult};
+use crate::contract::{ApprovalNeeded, Code, Stage, Status, ToolResult, Usage};
+use serde::Serialize;
+use serde_json::value::RawValue;
 
 /// Everything a terminal result stores: its JSON for replay, the output's digest and size, the
 /// summary columns and the content-free detail of its `record` event. Computed from the
@@ -35,12 +37,19 @@ pub struct Outcome {
 impl Outcome {
     /// The stored form of `result`.
     pub fn of(result: &ToolResult) -> Result<Outcome, LedgerError> {
-        let output = match &result.output {
-            // The same bytes and digest as `ToolResult::ledger_summary`, hashed as they are
-            // written rather than collected first.
-            Some(out) => Some(digest_json(out)?),
+        // The output is serialized once: those bytes are digested and measured (the same
+        // bytes and digest as `ToolResult::ledger_summary`) and embedded in the stored result.
+        let raw = match &result.output {
+            Some(out) => Some(serde_json::value::to_raw_value(out)?),
             None => None,
         };
+        let output = raw.as_deref().map(|raw| {
+            let text = raw.get();
+            (
+                hex::encode(Sha256::digest(text.as_bytes())),
+                text.len() as u64,
+            )
+        });
         let code = result.code.map(|c| c.as_str());
         let detail = match &output {
             Some((digest, size)) => format!(
@@ -56,7 +65,7 @@ impl Outcome {
         };
         Ok(Outcome {
             call_id: result.call_id.clone(),
-            result_json: serde_json::to_string(result)?,
+            result_json: stored_json(result, raw.as_deref())?,
             output_digest,
             output_size,
             status: result.status.as_str(),
@@ -150,21 +159,50 @@ impl Outcome {
 }
 
 /// The SHA-256 (lowercase hex) and length of `value` as compact JSON.
-fn digest_json(value: &serde_json::Value) -> Result<(String, u64), LedgerError> {
-    struct Hashing(Sha256, u64);
-    impl std::io::Write for Hashing {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.update(buf);
-            self.1 += buf.len() as u64;
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut h = Hashing(Sha256::new(), 0);
-    serde_json::to_writer(&mut h, value)?;
-    Ok((hex::encode(h.0.finalize()), h.1))
+/// `serde_json::to_string(result)`, with the output taken from `output`, its serialized form.
+fn stored_json(result: &ToolResult, output: Option<&RawValue>) -> Result<String, LedgerError> {
+    // Every field named: a field added to ToolResult fails to compile here until it is stored.
+    let ToolResult {
+        call_id,
+        tool,
+        status,
+        code,
+        output: _,
+        message,
+        diagnostic_id,
+        approval,
+        usage,
+    } = result;
+    let stored = StoredResult {
+        call_id,
+        tool,
+        status: *status,
+        code: *code,
+        output,
+        message,
+        diagnostic_id: diagnostic_id.as_deref(),
+        approval: approval.as_ref(),
+        usage,
+    };
+    Ok(serde_json::to_string(&stored)?)
+}
+
+/// [`ToolResult`]'s serialized form, field for field (tested equal), borrowing its parts.
+#[derive(Serialize)]
+struct StoredResult<'a> {
+    call_id: &'a str,
+    tool: &'a str,
+    status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<Code>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<&'a RawValue>,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostic_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval: Option<&'a ApprovalNeeded>,
+    usage: &'a Usage,
 }
 
 /// How many parameters [`Outcome::columns`] binds.
@@ -200,5 +238,66 @@ pub(super) fn close_call(
     match call_state(conn, run_id, call_id)? {
         None => Err(LedgerError::unknown(run_id, call_id)),
         Some(_) => Err(LedgerError::finished(run_id, call_id)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::ToolCall;
+    use serde_json::json;
+
+    fn call() -> ToolCall {
+        ToolCall {
+            call_id: "c-1".into(),
+            name: "echo".into(),
+            arguments: json!({}),
+        }
+    }
+
+    /// The stored result is byte for byte `serde_json::to_string` of the result (what replay
+    /// reads back), and the output digest and size are those of the output's own bytes, for
+    /// every shape a result takes.
+    #[test]
+    fn stored_result_is_the_serialized_result() {
+        let usage = Usage {
+            fuel_consumed: 7,
+            wall_ms: 1,
+            memory_peak_bytes: 65536,
+            output_bytes: 12,
+        };
+        let completed = |v| ToolResult::completed(&call(), v, usage);
+        let mut with_diagnostic = ToolResult::failed(&call(), Code::GuestTrap, "crashed", usage);
+        with_diagnostic.diagnostic_id = Some("d-9".into());
+        let mut approval = ToolResult::failed(&call(), Code::ApprovalRequired, "ask", usage);
+        approval.approval = Some(ApprovalNeeded {
+            handle: "h".into(),
+            expires_at: 5,
+        });
+        let results = [
+            completed(json!(null)),
+            completed(json!({"z": [1, 2.5, "x\n\u{2028}"], "a": {"é": true}})),
+            completed(json!((0..500)
+                .map(|i| format!("item {i}"))
+                .collect::<Vec<_>>())),
+            ToolResult::failed(&call(), Code::InvalidArguments, "bad \"x\"", usage),
+            with_diagnostic,
+            approval,
+        ];
+        for r in results {
+            let o = Outcome::of(&r).unwrap();
+            assert_eq!(o.result_json, serde_json::to_string(&r).unwrap());
+            match &r.output {
+                Some(out) => {
+                    let bytes = serde_json::to_vec(out).unwrap();
+                    assert_eq!(
+                        o.output_digest.as_deref(),
+                        Some(hex::encode(Sha256::digest(&bytes)).as_str())
+                    );
+                    assert_eq!(o.output_size, Some(bytes.len() as i64));
+                }
+                None => assert_eq!((o.output_digest, o.output_size), (None, None)),
+            }
+        }
     }
 }

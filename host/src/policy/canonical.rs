@@ -4,8 +4,10 @@
 //! without whitespace; strings use the minimal JSON escapes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
 //! `\t`, and `\u00xx` for the other controls; everything else, `/` and U+2028 included, is written
 //! as UTF-8); numbers are written the way ECMAScript prints a double (`1.0` → `1`, `1e21` →
-//! `1e+21`, `0.000001` → `0.000001`, `1e-7` → `1e-7`, `-0` → `0`). Leaves are formatted by
-//! `serde_jcs`.
+//! `1e+21`, `0.000001` → `0.000001`, `1e-7` → `1e-7`, `-0` → `0`). Non-integer numbers are
+//! formatted by `serde_jcs`; strings by serde_json's compact writer, whose escapes are exactly
+//! JCS's (tested against `serde_jcs` for every ASCII character) and which, unlike `serde_jcs`,
+//! allocates nothing per string.
 //!
 //! One deliberate extension: RFC 8785 covers I-JSON, where every number is a double, and a
 //! double cannot tell `9007199254740993` from `9007199254740992`. Tool arguments may be `u64`, so
@@ -37,7 +39,7 @@ pub fn canonical_call(tool: &str, arguments: &Value) -> (Vec<u8>, usize) {
     write_value(&mut out, arguments);
     let arguments_len = out.len() - PREFIX.len();
     out.extend_from_slice(b",\"tool\":");
-    write_leaf(&mut out, tool);
+    write_str(&mut out, tool);
     out.push(b'}');
     (out, arguments_len)
 }
@@ -48,7 +50,7 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => write_number(out, n),
-        Value::String(s) => write_leaf(out, s.as_str()),
+        Value::String(s) => write_str(out, s),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -78,7 +80,7 @@ fn write_members<'a>(out: &mut Vec<u8>, members: impl Iterator<Item = (&'a Strin
         if i > 0 {
             out.push(b',');
         }
-        write_leaf(out, key.as_str());
+        write_str(out, key);
         out.push(b':');
         write_value(out, value);
     }
@@ -130,7 +132,15 @@ fn write_number(out: &mut Vec<u8>, n: &Number) {
     }
 }
 
-/// A string or a number, formatted by `serde_jcs`.
+/// A string, quoted and escaped as JCS does: serde_json's compact form uses the same escapes
+/// (the two short ones, `\b \f \n \r \t`, and `\u00xx` in lowercase for the other controls)
+/// and writes straight into `out`, where `serde_jcs` allocates for every fragment it writes.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    // Writing to a Vec cannot fail, and a str always serializes.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// A number, formatted by `serde_jcs`.
 fn write_leaf<T: Serialize + ?Sized>(out: &mut Vec<u8>, leaf: &T) {
     // serde_jcs fails only on a non-finite float, and a serde_json::Value never holds one.
     serde_jcs::to_writer(&mut *out, leaf).expect("a JSON leaf always has a canonical form");
@@ -149,6 +159,22 @@ mod tests {
             String::from_utf8(canonical_json(&v)).unwrap(),
             "{\"a\":3,\"\u{10000}\":2,\"\u{e000}\":1}"
         );
+    }
+
+    /// Strings are escaped exactly as `serde_jcs` escapes them: every ASCII character, the
+    /// quote and the backslash, and characters JCS leaves alone (`/`, DEL, U+2028, astral).
+    #[test]
+    fn strings_are_escaped_as_jcs_does() {
+        let mut samples: Vec<String> = (0u8..0x80).map(|b| char::from(b).to_string()).collect();
+        samples.push("a\"b\\c/d\u{7f}\u{2028}\u{1f600}é\u{0}\u{1f}".to_string());
+        samples.push(String::new());
+        for s in samples {
+            let mut jcs = Vec::new();
+            serde_jcs::to_writer(&mut jcs, &s).unwrap();
+            let mut ours = Vec::new();
+            write_str(&mut ours, &s);
+            assert_eq!(ours, jcs, "{s:?}");
+        }
     }
 
     #[test]

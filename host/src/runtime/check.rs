@@ -94,9 +94,9 @@ impl Runtime {
         let value = match (results.into_iter().next(), &tool.result) {
             (None, _) => Ok(Value::Null),
             (Some(Val::Result(r)), Some(Type::Result(_))) => match r {
-                Ok(ok) => ok.map_or(Ok(Value::Null), |v| to_json(&v, "output")),
+                Ok(ok) => ok.map_or(Ok(Value::Null), |v| to_json(*v, "output")),
                 Err(err) => {
-                    let rendered = match err.map(|v| to_json(&v, "error")) {
+                    let rendered = match err.map(|v| to_json(*v, "error")) {
                         Some(Ok(Value::String(s))) => s,
                         Some(Ok(v)) => v.to_string(),
                         Some(Err(_)) | None => "no detail".to_string(),
@@ -112,7 +112,7 @@ impl Runtime {
                     );
                 }
             },
-            (Some(v), _) => to_json(&v, "output"),
+            (Some(v), _) => to_json(v, "output"),
         };
         let value = match value {
             Ok(v) => v,

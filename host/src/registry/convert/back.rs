@@ -23,29 +23,30 @@ fn float(f: f64, at: &At<'_>) -> Result<Value, Unrepresentable> {
         })
 }
 
-/// Convert a component value back to JSON; errors name their place from `at`.
-pub fn to_json(v: &Val, at: &str) -> Result<Value, Unrepresentable> {
+/// Convert a component value back to JSON; errors name their place from `at`. The value is
+/// consumed: its strings and field names move into the JSON, none is copied.
+pub fn to_json(v: Val, at: &str) -> Result<Value, Unrepresentable> {
     json(v, &At::Root(at))
 }
 
-fn json(v: &Val, at: &At<'_>) -> Result<Value, Unrepresentable> {
+fn json(v: Val, at: &At<'_>) -> Result<Value, Unrepresentable> {
     Ok(match v {
-        Val::Bool(b) => Value::Bool(*b),
-        Val::S8(i) => Value::from(*i),
-        Val::U8(i) => Value::from(*i),
-        Val::S16(i) => Value::from(*i),
-        Val::U16(i) => Value::from(*i),
-        Val::S32(i) => Value::from(*i),
-        Val::U32(i) => Value::from(*i),
-        Val::S64(i) => Value::from(*i),
-        Val::U64(i) => Value::from(*i),
-        Val::Float32(f) => float(f64::from(*f), at)?,
-        Val::Float64(f) => float(*f, at)?,
+        Val::Bool(b) => Value::Bool(b),
+        Val::S8(i) => Value::from(i),
+        Val::U8(i) => Value::from(i),
+        Val::S16(i) => Value::from(i),
+        Val::U16(i) => Value::from(i),
+        Val::S32(i) => Value::from(i),
+        Val::U32(i) => Value::from(i),
+        Val::S64(i) => Value::from(i),
+        Val::U64(i) => Value::from(i),
+        Val::Float32(f) => float(f64::from(f), at)?,
+        Val::Float64(f) => float(f, at)?,
         Val::Char(c) => Value::String(c.to_string()),
-        Val::String(s) => Value::String(s.clone()),
+        Val::String(s) => Value::String(s),
         Val::List(items) | Val::Tuple(items) | Val::FixedLengthList(items) => Value::Array(
             items
-                .iter()
+                .into_iter()
                 .enumerate()
                 .map(|(i, x)| json(x, &At::Index(at, i)))
                 .collect::<Result<_, _>>()?,
@@ -53,32 +54,34 @@ fn json(v: &Val, at: &At<'_>) -> Result<Value, Unrepresentable> {
         Val::Record(fields) => {
             let mut m = Map::new();
             for (k, x) in fields {
-                m.insert(k.clone(), json(x, &At::Field(at, k))?);
+                let value = json(x, &At::Field(at, &k))?;
+                m.insert(k, value);
             }
             Value::Object(m)
         }
-        Val::Variant(name, None) | Val::Enum(name) => Value::String(name.clone()),
+        Val::Variant(name, None) | Val::Enum(name) => Value::String(name),
         Val::Variant(name, Some(p)) => {
+            let value = json(*p, &At::Key(at, &name))?;
             let mut m = Map::new();
-            m.insert(name.clone(), json(p, &At::Key(at, name))?);
+            m.insert(name, value);
             Value::Object(m)
         }
         Val::Option(None) => Value::Null,
-        Val::Option(Some(x)) => json(x, at)?,
+        Val::Option(Some(x)) => json(*x, at)?,
         Val::Result(r) => {
             let (key, payload) = match r {
                 Ok(p) => ("ok", p),
                 Err(p) => ("err", p),
             };
             let inner = match payload {
-                Some(p) => json(p, &At::Key(at, key))?,
+                Some(p) => json(*p, &At::Key(at, key))?,
                 None => Value::Null,
             };
             let mut m = Map::new();
             m.insert(key.to_string(), inner);
             Value::Object(m)
         }
-        Val::Flags(names) => Value::Array(names.iter().cloned().map(Value::String).collect()),
+        Val::Flags(names) => Value::Array(names.into_iter().map(Value::String).collect()),
         Val::Map(_) | Val::Resource(_) | Val::Future(_) | Val::Stream(_) | Val::ErrorContext(_) => {
             return Err(Unrepresentable {
                 at: at.to_string(),

@@ -92,6 +92,15 @@ fn integer(v: &Value, at: &At<'_>, min: i128, max: i128) -> Result<i128, Mismatc
     Ok(i)
 }
 
+/// Every item of a JSON array as a value of type `ty`, into a list allocated once.
+fn vals(ty: &Type, items: &[Value], at: &At<'_>) -> Result<Vec<Val>, Mismatch> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, x) in items.iter().enumerate() {
+        out.push(val(ty, x, &At::Index(at, i))?);
+    }
+    Ok(out)
+}
+
 /// Convert a JSON value to a component value of type `ty`; errors name their place from `at`.
 pub fn to_val(ty: &Type, v: &Value, at: &str) -> Result<Val, Mismatch> {
     val(ty, v, &At::Root(at))
@@ -147,13 +156,7 @@ fn val(ty: &Type, v: &Value, at: &At<'_>) -> Result<Val, Mismatch> {
                 .as_array()
                 .ok_or_else(|| mismatch(at, "expected an array"))?;
             let ty = l.ty();
-            Val::List(
-                items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| val(&ty, x, &At::Index(at, i)))
-                    .collect::<Result<_, _>>()?,
-            )
+            Val::List(vals(&ty, items, at)?)
         }
         Type::FixedLengthList(l) => {
             let items = v
@@ -166,30 +169,27 @@ fn val(ty: &Type, v: &Value, at: &At<'_>) -> Result<Val, Mismatch> {
                 ));
             }
             let ty = l.ty();
-            Val::FixedLengthList(
-                items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| val(&ty, x, &At::Index(at, i)))
-                    .collect::<Result<_, _>>()?,
-            )
+            Val::FixedLengthList(vals(&ty, items, at)?)
         }
         Type::Record(r) => {
             let obj = v
                 .as_object()
                 .ok_or_else(|| mismatch(at, "expected an object"))?;
-            let mut fields = Vec::new();
+            let mut fields = Vec::with_capacity(r.fields().len());
             for f in r.fields() {
                 let x = obj
                     .get(f.name)
                     .ok_or_else(|| mismatch(at, format!("missing field {:?}", f.name)))?;
                 fields.push((f.name.to_string(), val(&f.ty, x, &At::Key(at, f.name))?));
             }
-            if let Some(extra) = obj
-                .keys()
-                .find(|k| !r.fields().any(|f| f.name == k.as_str()))
-            {
-                return Err(mismatch(at, format!("unexpected field {extra:?}")));
+            // Every field was found and the object's keys are distinct, so it has another key
+            // exactly when it has more keys than fields (only then is the extra one looked up).
+            if obj.len() > fields.len() {
+                let extra = obj
+                    .keys()
+                    .find(|k| !fields.iter().any(|(name, _)| name == *k))
+                    .map_or_else(String::new, |k| format!(" {k:?}"));
+                return Err(mismatch(at, format!("unexpected field{extra}")));
             }
             Val::Record(fields)
         }
@@ -411,7 +411,7 @@ mod tests {
             Val::U64(9_007_199_254_740_993),
             Val::S64(i64::MIN),
         ]);
-        let json = to_json(&v, "output").unwrap();
+        let json = to_json(v, "output").unwrap();
         assert_eq!(
             serde_json::to_string(&json).unwrap(),
             "[18446744073709551615,9007199254740993,-9223372036854775808]"
