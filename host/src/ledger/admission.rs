@@ -87,14 +87,24 @@ impl Ledger {
 
     /// [`is_admitted`](Self::is_admitted) for an async caller: a round trip to a PostgreSQL
     /// ledger is awaited, not waited for on the caller's worker (SQLite's is a local read).
+    /// With [`Inline::Allowed`], SQLite's is read on the writer's connection if it is idle
+    /// (its cache is warm, see [`Backend::is_admitted`](super::Backend::is_admitted)).
     pub async fn is_admitted_async(
         &self,
         run_id: &str,
         call_id: &str,
+        inline: Inline,
     ) -> Result<bool, LedgerError> {
         match &self.store {
             Store::Postgres(pg) => pg.is_admitted_async(run_id, call_id).await,
-            Store::Sqlite { .. } => self.is_admitted(run_id, call_id),
+            Store::Sqlite { .. } => {
+                if inline == Inline::Allowed {
+                    if let Some(answer) = self.writer.try_is_admitted(run_id, call_id) {
+                        return answer;
+                    }
+                }
+                self.is_admitted(run_id, call_id)
+            }
         }
     }
 

@@ -187,6 +187,39 @@ impl GroupWriter {
         Some(answer)
     }
 
+    /// [`Backend::is_admitted`] on this thread, if nothing is committing or waiting (`None`
+    /// otherwise, or if the backend has no answer: ask the store).
+    pub(crate) fn try_is_admitted(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Option<Result<bool, LedgerError>> {
+        let shared = &self.shared;
+        if !shared.inline_ok {
+            return None;
+        }
+        {
+            let mut state = shared.state();
+            if state.busy || !state.queue.is_empty() || state.closing {
+                return None;
+            }
+            state.busy = true;
+        }
+        let answer = {
+            let mut backend = shared.backend.lock().unwrap_or_else(|e| e.into_inner());
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                backend.is_admitted(run_id, call_id)
+            }))
+            .unwrap_or_else(|_| None)
+        };
+        let mut state = shared.state();
+        state.busy = false;
+        if !state.queue.is_empty() {
+            shared.wake.notify_one();
+        }
+        answer
+    }
+
     fn enqueue(&self, job: Job) -> Result<(), LedgerError> {
         let mut state = self.shared.state();
         if state.closing {

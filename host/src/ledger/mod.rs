@@ -61,6 +61,7 @@
 
 mod admission;
 mod audit;
+mod checkpoint;
 mod codec;
 mod config;
 mod error;
@@ -131,6 +132,8 @@ pub(crate) enum Store {
         conn: Mutex<Connection>,
         path: PathBuf,
         lease: lease::Lease,
+        /// Checkpoints the log when the call path's commits have grown it.
+        _checkpointer: checkpoint::Checkpointer,
     },
     Postgres(postgres::PgStore),
 }
@@ -177,9 +180,10 @@ impl Ledger {
         schema::configure(&conn, &options)?;
         schema::migrate(&mut conn)?;
         let lease = lease::Lease::take(path)?;
-        let writer_conn = Connection::open(path)?;
+        let mut writer_conn = Connection::open(path)?;
         writer_conn.set_prepared_statement_cache_capacity(64);
         schema::configure(&writer_conn, &options)?;
+        let checkpointer = checkpoint::Checkpointer::start(path, &options, &mut writer_conn)?;
         let backend = SqliteBackend::new(writer_conn, lease.owner().to_owned());
         let writer = group::GroupWriter::start(wrap(backend))?;
         Ok(Ledger {
@@ -187,6 +191,7 @@ impl Ledger {
                 conn: Mutex::new(conn),
                 path: path.to_path_buf(),
                 lease,
+                _checkpointer: checkpointer,
             },
             writer,
             options,

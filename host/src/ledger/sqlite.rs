@@ -87,6 +87,12 @@ impl Backend for SqliteBackend {
     ) -> Result<Vec<Result<Applied, LedgerError>>, LedgerError> {
         self.apply_and(writes, true)
     }
+
+    fn is_admitted(&mut self, run_id: &str, call_id: &str) -> Option<Result<bool, LedgerError>> {
+        // A group cut short (a panic mid-group) may have left its transaction open.
+        rollback(&self.conn);
+        Some(call_state(&self.conn, run_id, call_id).map(|state| state.is_some()))
+    }
 }
 
 /// One transaction-control statement, prepared once.

@@ -86,6 +86,14 @@ pub trait Backend: Send + 'static {
     fn commits_anywhere(&self) -> bool {
         true
     }
+
+    /// Whether `(run_id, call_id)` was ever admitted, answered on the writer's own connection
+    /// while it is idle (`None`: ask the store). SQLite's writer connection has the pages
+    /// the question reads in its cache — its own commits do not invalidate them, where every
+    /// commit makes the store's connection read them again.
+    fn is_admitted(&mut self, _run_id: &str, _call_id: &str) -> Option<Result<bool, LedgerError>> {
+        None
+    }
 }
 
 /// `outcome` must be the outcome of `call_id`: replay returns it as stored.

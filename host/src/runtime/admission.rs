@@ -85,7 +85,7 @@ impl Runtime {
         let claim = Claim::new(self, ctx, call);
         match self
             .ledger
-            .is_admitted_async(&ctx.run_id, &call.call_id)
+            .is_admitted_async(&ctx.run_id, &call.call_id, self.inline())
             .await
         {
             Ok(false) => (Late::Claimed, Some(claim)),
