@@ -147,4 +147,14 @@ async fn each_approval_failure_has_its_own_code() {
     );
     let messages: std::collections::HashSet<&str> = rows.iter().map(|(_, m)| m.as_str()).collect();
     assert_eq!(messages.len(), 4, "{rows:?}");
+    // The approved call says how it was approved: which approval, passed with the call.
+    let ok = calls.iter().find(|c| c.call_id == "ok").unwrap();
+    let approved = ok.events.iter().find(|e| e.stage == "approve").unwrap();
+    assert_eq!(approved.decision, "approved");
+    assert!(
+        approved
+            .detail
+            .starts_with("by a token passed with the call (approval "),
+        "{approved:?}"
+    );
 }

@@ -11,7 +11,8 @@
 //! this call does not run and records nothing of its own.
 //!
 //! A claim cannot be left behind by a dropped `run_call` future: a [`Claim`] guard releases
-//! it on drop (a read call holds its claim across the sandbox, and every call awaits its
+//! it on drop, nor by a call the ledger already knows (its claim is released at once, and a
+//! conflict a duplicate noted on it meanwhile is appended to the known call) (a read call holds its claim across the sandbox, and every call awaits its
 //! commits). A commit the dropped future was waiting for still happens or fails as a whole.
 
 use crate::contract::{Decision, Stage};
@@ -43,6 +44,26 @@ impl Runtime {
         if approval {
             return (Late::No, None);
         }
+        let claim = match self.claim(ctx, call, digest, size) {
+            Ok(claim) => claim,
+            Err(late) => return (late, None),
+        };
+        let known = self
+            .ledger
+            .is_admitted_async(&ctx.run_id, &call.call_id, self.inline())
+            .await;
+        self.settle(ctx, call, claim, known).await
+    }
+
+    /// Claim the call's id in `pending`, or say why not: the same id is running in this
+    /// process (with these arguments, or others: a conflict, noted on the running call).
+    pub(super) fn claim(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        digest: &str,
+        size: u64,
+    ) -> Result<Claim<'_>, Late> {
         let key = (ctx.run_id.clone(), call.call_id.clone());
         {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -64,7 +85,7 @@ impl Runtime {
                     Some(_) => Late::Duplicate,
                     None => Late::No,
                 };
-                return (late, None);
+                return Err(late);
             }
             // Claimed before the ledger is asked, and not under the lock while it is: a
             // duplicate arriving meanwhile waits for this call, as for any claim.
@@ -82,23 +103,48 @@ impl Runtime {
             );
         }
         // Released if this future is dropped before the claim's commit ends it.
-        let claim = Claim::new(self, ctx, call);
-        match self
-            .ledger
-            .is_admitted_async(&ctx.run_id, &call.call_id, self.inline())
-            .await
-        {
+        Ok(Claim::new(self, ctx, call))
+    }
+
+    /// What a claim becomes once the ledger said whether it knows the id.
+    pub(super) async fn settle<'a>(
+        &'a self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        claim: Claim<'a>,
+        known: Result<bool, crate::ledger::LedgerError>,
+    ) -> (Late, Option<Claim<'a>>) {
+        match known {
             Ok(false) => (Late::Claimed, Some(claim)),
             Ok(true) => {
-                // Known to the ledger: admitted the ordinary way. What a duplicate noted
-                // meanwhile stays for this call's next commit.
-                claim.release_keeping_events();
+                // Known to the ledger: admitted the ordinary way, which commits nothing of
+                // this claim's. What a duplicate noted meanwhile (a conflict) is appended to
+                // the known call now — left in `pending`, it would never be committed nor
+                // freed, and a client repeating the race would grow the host's memory.
+                let noted = claim.release();
+                self.append_noted(ctx, call, noted).await;
                 (Late::No, None)
             }
             Err(e) => {
-                claim.release_keeping_events();
+                // Nothing can be recorded while the ledger fails: the noted decisions go with
+                // the claim (the duplicate that noted them has had its answer).
+                claim.release();
                 (Late::Fault(e.to_string()), None)
             }
+        }
+    }
+
+    /// Append decisions a duplicate noted on a released claim to the call the ledger knows.
+    async fn append_noted(&self, ctx: &RunContext, call: &ToolCall, noted: Vec<PendingEvent>) {
+        for event in noted {
+            let write = Write::Event {
+                run_id: ctx.run_id.clone(),
+                call_id: call.call_id.clone(),
+                event,
+            };
+            // The audit note of a refused duplicate; the call's own record does not hang
+            // on it.
+            let _ = self.ledger.commit(write, self.inline()).await;
         }
     }
 
@@ -247,22 +293,19 @@ impl<'a> Claim<'a> {
         }
     }
 
-    /// Drop the claim now, keeping any decision a duplicate added to it meanwhile (for this
-    /// call's next commit); the guard then does nothing more.
-    fn release_keeping_events(mut self) {
+    /// Drop the claim now and return the decisions a duplicate added to it meanwhile; the
+    /// guard then does nothing more.
+    fn release(mut self) -> Vec<PendingEvent> {
         self.armed = false;
         let mut pending = self
             .runtime
             .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(log) = pending.get_mut(&self.key) {
-            if log.events.is_empty() {
-                pending.remove(&self.key);
-            } else {
-                log.late = None;
-            }
-        }
+        pending
+            .remove(&self.key)
+            .map(|log| log.events)
+            .unwrap_or_default()
     }
 }
 

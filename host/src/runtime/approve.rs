@@ -68,10 +68,17 @@ impl Runtime {
                 }
             }
         };
-        let consume =
-            |id: &str, expires: i64| self.ledger.consume_token(id, expires).unwrap_or(false);
+        // The approval's id (what `used_tokens` keeps) and expiry, for the audit trail.
+        let mut spent = String::new();
+        let consume = |id: &str, expires: i64| {
+            spent = format!("approval {id}, expires at {expires}");
+            self.ledger.consume_token(id, expires).unwrap_or(false)
+        };
         match self.approval_key.verify(token, &subject, now, consume) {
             Ok(()) => {
+                if approved_through.is_empty() {
+                    approved_through = format!("by a token passed with the call ({spent})");
+                }
                 self.event(
                     ctx,
                     call,

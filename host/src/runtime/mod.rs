@@ -8,6 +8,8 @@ pub mod guards;
 pub mod stream_args;
 
 mod admission;
+#[cfg(test)]
+mod admission_tests;
 mod approve;
 pub mod batch;
 mod check;

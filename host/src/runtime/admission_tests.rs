@@ -1,0 +1,86 @@
+//! A claim the ledger turns out to know leaves nothing behind in `pending` (the race between
+//! a late claim and a conflicting duplicate, driven step by step).
+
+use serde_json::json;
+
+use super::admission::Late;
+use super::{Diagnostics, Runtime, RuntimeParts};
+use crate::contract::{RunContext, ToolCall};
+use crate::ledger::{Ledger, LedgerOptions};
+use crate::policy::{ApprovalKey, Policy};
+use crate::registry::Registry;
+use crate::sandbox::{EngineSettings, EpochMode, Sandbox};
+
+/// A runtime with no tools over a ledger of its own in `dir`.
+fn runtime(dir: &std::path::Path) -> Runtime {
+    let settings = EngineSettings {
+        max_memory_bytes: 1 << 20,
+        max_table_elements: 100,
+        max_instances: 1,
+    };
+    Runtime::new(RuntimeParts {
+        sandbox: Sandbox::new(settings, EpochMode::Manual).unwrap(),
+        registry: Registry::default(),
+        diagnostics: Diagnostics::new(None),
+        ledger: Ledger::open(&dir.join("ledger.sqlite"), LedgerOptions::default()).unwrap(),
+        policy: Policy::allow_all(),
+        approval_key: ApprovalKey::from_bytes([7; crate::policy::KEY_LEN]),
+        approval_ttl: 60,
+        run: Default::default(),
+    })
+}
+
+fn call(arguments: serde_json::Value) -> ToolCall {
+    ToolCall {
+        call_id: "c1".into(),
+        name: "t".into(),
+        arguments,
+    }
+}
+
+/// Claim `call`, let a duplicate with other arguments arrive while the ledger is asked (it is
+/// refused, and notes a conflict on the claim), then settle the claim with `known`.
+async fn race(rt: &Runtime, ctx: &RunContext, known: Result<bool, crate::ledger::LedgerError>) {
+    let first = call(json!({"a": 1}));
+    let claim = rt.claim(ctx, &first, "d1", 10).ok().expect("claimed");
+    let other = call(json!({"a": 2}));
+    assert!(matches!(
+        rt.claim(ctx, &other, "d2", 10),
+        Err(Late::Conflict)
+    ));
+    let (late, claim) = rt.settle(ctx, &first, claim, known).await;
+    assert!(claim.is_none());
+    assert!(!matches!(late, Late::Claimed));
+}
+
+fn pending(rt: &Runtime) -> usize {
+    rt.pending.lock().unwrap().len()
+}
+
+/// The ledger knows the id: the claim is gone from `pending` (it grew by one entry per race
+/// before), and the duplicate's conflict is appended to the known call's record.
+#[tokio::test]
+async fn a_known_id_leaves_no_claim_and_keeps_the_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path());
+    let ctx = rt.context("p", "t");
+    rt.ledger
+        .admit(&ctx.run_id, "c1", "t", "d1", 10)
+        .expect("admitted");
+    race(&rt, &ctx, Ok(true)).await;
+    assert_eq!(pending(&rt), 0);
+    let calls = rt.ledger.calls(Some(&ctx.run_id)).unwrap();
+    let decisions: Vec<&str> = calls[0].events.iter().map(|e| &*e.decision).collect();
+    assert_eq!(decisions, ["new", "conflict"], "{:?}", calls[0].events);
+}
+
+/// The ledger could not be read: the claim and what was noted on it are dropped.
+#[tokio::test]
+async fn a_ledger_fault_leaves_no_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path());
+    let ctx = rt.context("p", "t");
+    let fault = crate::ledger::LedgerError::Commit("down".into());
+    race(&rt, &ctx, Err(fault)).await;
+    assert_eq!(pending(&rt), 0);
+}
