@@ -163,28 +163,14 @@ impl GroupWriter {
     /// Commit `write` on this thread if nothing else is committing or waiting (`None`
     /// otherwise: queue it).
     fn try_inline(&self, write: &Write) -> Option<Answer> {
-        let shared = &self.shared;
-        if !shared.inline_ok {
-            return None;
-        }
-        {
-            let mut state = shared.state();
-            if state.busy || !state.queue.is_empty() || state.closing {
-                return None;
-            }
-            state.busy = true;
-        }
-        let answer = shared
-            .apply(std::slice::from_ref(write))
-            .pop()
-            .unwrap_or_else(|| Err(LedgerError::Commit(MISCOUNTED.into())));
-        shared.stats.inline_commits.fetch_add(1, Ordering::Relaxed);
-        let mut state = shared.state();
-        state.busy = false;
-        if !state.queue.is_empty() {
-            shared.wake.notify_one();
-        }
-        Some(answer)
+        self.when_idle(|shared| {
+            let answer = shared
+                .apply(std::slice::from_ref(write))
+                .pop()
+                .unwrap_or_else(|| Err(LedgerError::Commit(MISCOUNTED.into())));
+            shared.stats.inline_commits.fetch_add(1, Ordering::Relaxed);
+            answer
+        })
     }
 
     /// [`Backend::is_admitted`] on this thread, if nothing is committing or waiting (`None`
@@ -194,6 +180,20 @@ impl GroupWriter {
         run_id: &str,
         call_id: &str,
     ) -> Option<Result<bool, LedgerError>> {
+        self.when_idle(|shared| {
+            let mut backend = shared.backend.lock().unwrap_or_else(|e| e.into_inner());
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                backend.is_admitted(run_id, call_id)
+            }))
+            .unwrap_or_else(|_| None)
+        })
+        .flatten()
+    }
+
+    /// Run `f` on this thread with the backend to itself, if the backend may be used from
+    /// any thread and nothing is committing or waiting (`None` otherwise); afterwards the
+    /// writer is woken if writes were queued meanwhile.
+    fn when_idle<T>(&self, f: impl FnOnce(&Shared) -> T) -> Option<T> {
         let shared = &self.shared;
         if !shared.inline_ok {
             return None;
@@ -205,19 +205,13 @@ impl GroupWriter {
             }
             state.busy = true;
         }
-        let answer = {
-            let mut backend = shared.backend.lock().unwrap_or_else(|e| e.into_inner());
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                backend.is_admitted(run_id, call_id)
-            }))
-            .unwrap_or_else(|_| None)
-        };
+        let done = f(shared);
         let mut state = shared.state();
         state.busy = false;
         if !state.queue.is_empty() {
             shared.wake.notify_one();
         }
-        answer
+        Some(done)
     }
 
     fn enqueue(&self, job: Job) -> Result<(), LedgerError> {
