@@ -76,9 +76,13 @@ async fn answer(sock: &mut (impl tokio::io::AsyncWrite + Unpin), who: &str) {
         .await;
 }
 
-/// A loopback HTTP proxy that answers every request itself with a short text reply, and
-/// remembers each request line it saw.
-async fn answering_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
+/// A loopback proxy that reads each connection's request head, remembers its first line, and
+/// hands the connection and that line to `serve`.
+async fn loopback_proxy<F, Fut>(serve: F) -> (u16, Arc<Mutex<Vec<String>>>)
+where
+    F: Fn(tokio::net::TcpStream, String) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let lines = Arc::new(Mutex::new(Vec::new()));
@@ -90,14 +94,19 @@ async fn answering_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
                 let Some(head) = read_head(&mut sock).await else {
                     return;
                 };
-                log.lock()
-                    .unwrap()
-                    .push(head.lines().next().unwrap_or("").to_string());
-                answer(&mut sock, "the proxy").await;
+                let line = head.lines().next().unwrap_or("").to_string();
+                log.lock().unwrap().push(line.clone());
+                serve(sock, line).await;
             });
         }
     });
     (port, lines)
+}
+
+/// A loopback HTTP proxy that answers every request itself with a short text reply, and
+/// remembers each request line it saw.
+async fn answering_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
+    loopback_proxy(|mut sock, _| async move { answer(&mut sock, "the proxy").await }).await
 }
 
 /// `HTTP_PROXY` sends the model request through the proxy; `NO_PROXY` naming the endpoint's
@@ -212,37 +221,23 @@ async fn a_company_ca_in_the_system_store_is_trusted() {
 /// A loopback proxy that tunnels `CONNECT host:port` (what a client does for `https` through
 /// `HTTPS_PROXY`) and remembers each request line it saw.
 async fn tunnelling_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
-    use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let log = lines.clone();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let log = log.clone();
-            tokio::spawn(async move {
-                let Some(head) = read_head(&mut sock).await else {
-                    return;
-                };
-                let line = head.lines().next().unwrap_or("").to_string();
-                log.lock().unwrap().push(line.clone());
-                let Some(target) = line
-                    .strip_prefix("CONNECT ")
-                    .and_then(|r| r.split(' ').next())
-                else {
-                    return;
-                };
-                let Ok(mut upstream) = tokio::net::TcpStream::connect(target).await else {
-                    return;
-                };
-                let ok = b"HTTP/1.1 200 Connection established\r\n\r\n";
-                if sock.write_all(ok).await.is_ok() {
-                    let _ = tokio::io::copy_bidirectional(&mut sock, &mut upstream).await;
-                }
-            });
+    loopback_proxy(|mut sock, line| async move {
+        use tokio::io::AsyncWriteExt;
+        let Some(target) = line
+            .strip_prefix("CONNECT ")
+            .and_then(|r| r.split(' ').next())
+        else {
+            return;
+        };
+        let Ok(mut upstream) = tokio::net::TcpStream::connect(target).await else {
+            return;
+        };
+        let ok = b"HTTP/1.1 200 Connection established\r\n\r\n";
+        if sock.write_all(ok).await.is_ok() {
+            let _ = tokio::io::copy_bidirectional(&mut sock, &mut upstream).await;
         }
-    });
-    (port, lines)
+    })
+    .await
 }
 
 /// `HTTPS_PROXY`: an `https` endpoint is reached through a `CONNECT` tunnel, and TLS inside it
