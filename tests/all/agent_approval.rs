@@ -11,23 +11,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::openai::{scripted, text, tool_calls, Reply, Scripted};
-use crate::support::{guest, toml_path, toolhost};
+use crate::support::toolhost;
 
-/// `write_text` needs approval; a workspace to write in.
+/// `write_text` needs approval; a workspace to write in; a ledger of its own.
 fn setup() -> (tempfile::TempDir, String, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let text = format!(
-        "data_dir = {data}\n\
-         [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\", mode = \"rw\" }}]\n\
-         [component.tools.write-text]\nrisk = \"write\"\napproval = \"required\"\n",
-        data = crate::support::own_data(),
-        fs = toml_path(&guest("fs-tools")),
-        ws = toml_path(&ws),
-    );
-    let path = dir.path().join("toolhost.toml");
-    std::fs::write(&path, text).unwrap();
+    let (dir, path, ws) = crate::support::approval_config(Some(crate::support::own_data()));
     (dir, path.display().to_string(), ws)
 }
 

@@ -5,8 +5,6 @@
 use serde_json::{json, Value};
 use toolhost::{Code, RunContext, Runtime, Status, ToolCall, ToolResult};
 
-use crate::support::{guest, toml_path};
-
 struct Env {
     _dir: tempfile::TempDir,
     rt: Runtime,
@@ -15,19 +13,7 @@ struct Env {
 
 /// `write_text` needs an approval; a fresh data directory (ledger, key) and workspace.
 fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let text = format!(
-        "data_dir = {data}\n\
-         [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\", mode = \"rw\" }}]\n\
-         [component.tools.write-text]\nrisk = \"write\"\napproval = \"required\"\n",
-        data = toml_path(&dir.path().join("data")),
-        fs = toml_path(&guest("fs-tools")),
-        ws = toml_path(&ws),
-    );
-    let config = dir.path().join("toolhost.toml");
-    std::fs::write(&config, text).unwrap();
+    let (dir, config, ws) = crate::support::approval_config(None);
     Env {
         rt: crate::support::runtime(&config),
         _dir: dir,

@@ -130,6 +130,26 @@ pub fn temp_config(text: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// A config in a fresh temporary directory where `write_text` (fs-tools, risk `write`) needs a
+/// human's approval, with a workspace of its own: (dir guard, config path, workspace). The
+/// data directory is `data` (a TOML string), else the temporary directory's own `data`.
+pub fn approval_config(data: Option<String>) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let text = format!(
+        "data_dir = {data}\n\
+         [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\", mode = \"rw\" }}]\n\
+         [component.tools.write-text]\nrisk = \"write\"\napproval = \"required\"\n",
+        data = data.unwrap_or_else(|| toml_path(&dir.path().join("data"))),
+        fs = toml_path(&guest("fs-tools")),
+        ws = toml_path(&ws),
+    );
+    let path = dir.path().join("toolhost.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path, ws)
+}
+
 /// A TOML string literal for a path.
 pub fn toml_path(p: &Path) -> String {
     format!("{:?}", p.display().to_string())
