@@ -8,6 +8,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use futures::FutureExt;
 #[allow(deprecated)] // MCP logging: see super::logging
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
@@ -239,16 +240,23 @@ impl ServerHandler for Session {
         // notifications/cancelled for this request cancels this call only.
         let call_cancel = ctx.cancel.clone();
         let request_ct = cx.ct.clone();
-        let task = self.shared.tracker.spawn(async move {
-            let watch = tokio::spawn({
-                let call_cancel = call_cancel.clone();
-                async move {
-                    request_ct.cancelled().await;
-                    call_cancel.cancel();
+        // Run on this task (rmcp's task for this request, which rmcp never drops: a
+        // cancelled request only has its token cancelled), counted by the tracker so that a
+        // stopping server waits for it; no task of our own per call, each spawn being a
+        // wake-up of the other worker on these machines.
+        let run = self.shared.tracker.track_future(async move {
+            let result = {
+                let run = runtime.run_call(&ctx, &call, token.as_deref());
+                tokio::pin!(run);
+                tokio::select! {
+                    biased;
+                    r = &mut run => r,
+                    _ = request_ct.cancelled() => {
+                        call_cancel.cancel();
+                        run.await
+                    }
                 }
-            });
-            let result = runtime.run_call(&ctx, &call, token.as_deref()).await;
-            watch.abort();
+            };
             drop(ctx); // closes the progress and log sinks
             if let Some(f) = forwarder {
                 f.finish().await;
@@ -258,7 +266,9 @@ impl ServerHandler for Session {
             }
             result
         });
-        match task.await {
+        // A panic in the call (none is known) answers this request with an error instead of
+        // leaving the client waiting for an answer that never comes.
+        match std::panic::AssertUnwindSafe(run).catch_unwind().await {
             Ok(result) => Ok(call_result(&result, wrap).into()),
             Err(_) => Err(ErrorData::internal_error("the call task failed", None)),
         }
