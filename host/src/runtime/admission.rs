@@ -11,9 +11,10 @@
 //! this call does not run and records nothing of its own.
 //!
 //! A claim cannot be left behind by a dropped `run_call` future: a [`Claim`] guard releases
-//! it on drop, nor by a call the ledger already knows (its claim is released at once, and a
-//! conflict a duplicate noted on it meanwhile is appended to the known call) (a read call holds its claim across the sandbox, and every call awaits its
+//! it on drop (a read call holds its claim across the sandbox, and every call awaits its
 //! commits). A commit the dropped future was waiting for still happens or fails as a whole.
+//! Nor by a call the ledger already knows: its claim is released at once, and a conflict a
+//! duplicate noted on it meanwhile is appended to the known call.
 
 use crate::contract::{Decision, Stage};
 use crate::contract::{RunContext, ToolCall, ToolResult};
@@ -134,8 +135,14 @@ impl Runtime {
         }
     }
 
-    /// Append decisions a duplicate noted on a released claim to the call the ledger knows.
-    async fn append_noted(&self, ctx: &RunContext, call: &ToolCall, noted: Vec<PendingEvent>) {
+    /// Append decisions a duplicate noted on a claim, after the claim ended, to the call the
+    /// ledger knows (one commit each: a rare path).
+    pub(super) async fn append_noted(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        noted: Vec<PendingEvent>,
+    ) {
         for event in noted {
             let write = Write::Event {
                 run_id: ctx.run_id.clone(),

@@ -177,14 +177,7 @@ impl Runtime {
         let admitted = self.ledger.commit(write, self.inline()).await;
         // The claim ends here; a decision a duplicate added meanwhile is recorded after.
         let leftover = self.take_pending(ctx, call);
-        for event in leftover.events {
-            let write = Write::Event {
-                run_id: ctx.run_id.clone(),
-                call_id: call.call_id.clone(),
-                event,
-            };
-            let _ = self.ledger.commit(write, self.inline()).await;
-        }
+        self.append_noted(ctx, call, leftover.events).await;
         match admitted.map_err(not_admitted)? {
             Applied::Admission(Admission::New { .. }) | Applied::Done => Ok(None),
             Applied::Admission(other) => Ok(Some(other)),
