@@ -13,6 +13,7 @@ mod cache;
 mod certs;
 mod cli;
 mod config_ui;
+mod duplicates;
 mod durability;
 mod epochs;
 mod example_tools;

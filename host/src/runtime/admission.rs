@@ -45,8 +45,27 @@ impl Runtime {
         if approval {
             return (Late::No, None);
         }
-        let claim = match self.claim(ctx, call, digest, size) {
+        let claim = match self.claim(ctx, call, digest, size, false) {
             Ok(claim) => claim,
+            Err(Late::Unsettled) => {
+                // Another proposal with other arguments holds a claim the ledger has not
+                // answered yet: the ledger decides. If it knows the id (a call recorded
+                // earlier), this one is admitted the ordinary way (a replay, or a conflict
+                // with the recorded call); if not, the other claim will run, and this one is
+                // a conflict with it.
+                match self
+                    .ledger
+                    .is_admitted_async(&ctx.run_id, &call.call_id, self.inline())
+                    .await
+                {
+                    Ok(true) => return (Late::No, None),
+                    Ok(false) => match self.claim(ctx, call, digest, size, true) {
+                        Ok(claim) => claim,
+                        Err(late) => return (late, None),
+                    },
+                    Err(e) => return (Late::Fault(e.to_string()), None),
+                }
+            }
             Err(late) => return (late, None),
         };
         let known = self
@@ -57,13 +76,16 @@ impl Runtime {
     }
 
     /// Claim the call's id in `pending`, or say why not: the same id is running in this
-    /// process (with these arguments, or others: a conflict, noted on the running call).
+    /// process (with these arguments, or others: a conflict, noted on the running call), or
+    /// — unless `unsettled_is_conflict` — another proposal with other arguments holds a
+    /// claim the ledger has not answered yet ([`Late::Unsettled`]).
     pub(super) fn claim(
         &self,
         ctx: &RunContext,
         call: &ToolCall,
         digest: &str,
         size: u64,
+        unsettled_is_conflict: bool,
     ) -> Result<Claim<'_>, Late> {
         let key = (ctx.run_id.clone(), call.call_id.clone());
         {
@@ -71,6 +93,9 @@ impl Runtime {
             if let Some(log) = pending.get_mut(&key) {
                 // Running in this process right now.
                 let late = match &log.late {
+                    Some(l) if l.digest != digest && !l.found_new && !unsettled_is_conflict => {
+                        Late::Unsettled
+                    }
                     Some(l) if l.digest != digest => {
                         log.events.push(PendingEvent::now(
                             Stage::Admit.as_str(),
@@ -98,6 +123,7 @@ impl Runtime {
                         size,
                         at_ms: now_ms(),
                         content: false,
+                        found_new: false,
                     }),
                     ..CallLog::default()
                 },
@@ -116,7 +142,14 @@ impl Runtime {
         known: Result<bool, crate::ledger::LedgerError>,
     ) -> (Late, Option<Claim<'a>>) {
         match known {
-            Ok(false) => (Late::Claimed, Some(claim)),
+            Ok(false) => {
+                let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(late) = pending.get_mut(&claim.key).and_then(|l| l.late.as_mut()) {
+                    late.found_new = true;
+                }
+                drop(pending);
+                (Late::Claimed, Some(claim))
+            }
             Ok(true) => {
                 // Known to the ledger: admitted the ordinary way, which commits nothing of
                 // this claim's. What a duplicate noted meanwhile (a conflict) is appended to
@@ -353,6 +386,8 @@ pub(super) struct LateAdmission {
     at_ms: i64,
     /// The arguments passed validation (content is stored only for those, as before).
     content: bool,
+    /// The ledger said it does not know the id: this claim runs.
+    found_new: bool,
 }
 
 impl LateAdmission {
@@ -382,6 +417,9 @@ pub(super) enum Late {
     Duplicate,
     /// The id is running in this process with other arguments.
     Conflict,
+    /// Another proposal with other arguments holds a claim on the id that the ledger has not
+    /// answered yet (only from [`Runtime::claim`]).
+    Unsettled,
     /// The ledger could not be read.
     Fault(String),
 }

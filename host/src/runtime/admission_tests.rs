@@ -39,13 +39,23 @@ fn call(arguments: serde_json::Value) -> ToolCall {
 }
 
 /// Claim `call`, let a duplicate with other arguments arrive while the ledger is asked (it is
-/// refused, and notes a conflict on the claim), then settle the claim with `known`.
+/// refused after the ledger did not know the id either, and notes a conflict on the claim),
+/// then settle the claim with `known`.
 async fn race(rt: &Runtime, ctx: &RunContext, known: Result<bool, crate::ledger::LedgerError>) {
     let first = call(json!({"a": 1}));
-    let claim = rt.claim(ctx, &first, "d1", 10).ok().expect("claimed");
+    let claim = rt
+        .claim(ctx, &first, "d1", 10, false)
+        .ok()
+        .expect("claimed");
     let other = call(json!({"a": 2}));
+    // Before the ledger answered the claim, another proposal asks the ledger itself.
     assert!(matches!(
-        rt.claim(ctx, &other, "d2", 10),
+        rt.claim(ctx, &other, "d2", 10, false),
+        Err(Late::Unsettled)
+    ));
+    // As after a ledger that did not know the id (another host may admit it meanwhile).
+    assert!(matches!(
+        rt.claim(ctx, &other, "d2", 10, true),
         Err(Late::Conflict)
     ));
     let (late, claim) = rt.settle(ctx, &first, claim, known).await;
@@ -83,4 +93,52 @@ async fn a_ledger_fault_leaves_no_claim() {
     let fault = crate::ledger::LedgerError::Commit("down".into());
     race(&rt, &ctx, Err(fault)).await;
     assert_eq!(pending(&rt), 0);
+}
+
+/// A proposal that finds another's claim with other arguments, not yet answered by the
+/// ledger, asks the ledger itself: an id the ledger knows is admitted the ordinary way (a
+/// replay of the recorded call, not a conflict with the other proposal).
+#[tokio::test]
+async fn an_unanswered_claim_does_not_make_a_replay_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path());
+    let ctx = rt.context("p", "t");
+    rt.ledger
+        .admit(&ctx.run_id, "c1", "t", "d1", 10)
+        .expect("admitted");
+    let other = rt.claim(&ctx, &call(json!({"a": 2})), "d2", 10, false);
+    let other = other.ok().expect("claimed");
+    let (late, claim) = rt.admit_late(&ctx, &call(json!({"a": 1})), "d1", 10).await;
+    assert!(matches!(late, Late::No) && claim.is_none());
+    let (late, _) = rt
+        .settle(&ctx, &call(json!({"a": 2})), other, Ok(true))
+        .await;
+    assert!(matches!(late, Late::No));
+    assert_eq!(pending(&rt), 0);
+}
+
+/// The same, for an id the ledger does not know: the other claim runs, so this proposal is a
+/// conflict with it (noted on the running call).
+#[tokio::test]
+async fn an_unanswered_claim_on_a_new_id_is_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path());
+    let ctx = rt.context("p", "t");
+    let first = call(json!({"a": 2}));
+    let claim = rt
+        .claim(&ctx, &first, "d2", 10, false)
+        .ok()
+        .expect("claimed");
+    let (late, none) = rt.admit_late(&ctx, &call(json!({"a": 1})), "d1", 10).await;
+    assert!(matches!(late, Late::Conflict) && none.is_none());
+    let (late, claim) = rt.settle(&ctx, &first, claim, Ok(false)).await;
+    assert!(matches!(late, Late::Claimed) && claim.is_some());
+    let noted = rt
+        .pending
+        .lock()
+        .unwrap()
+        .values()
+        .map(|l| l.events.len())
+        .sum::<usize>();
+    assert_eq!(noted, 1);
 }

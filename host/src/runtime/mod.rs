@@ -28,6 +28,7 @@ use crate::sandbox::{Execution, Sandbox};
 use guards::{Concurrency, RateLimiter, RunBudgets};
 
 pub use diagnostics::Diagnostics;
+pub use pipeline::MAX_WAITING_DUPLICATES;
 
 /// Largest serialized argument object accepted, checked before anything else looks at it.
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
@@ -58,6 +59,8 @@ pub struct Runtime {
     /// Calls in `run_call` or `refuse` right now: a lone call commits on its own thread when
     /// the ledger is idle (see `ledger/group.rs`).
     in_flight: std::sync::atomic::AtomicUsize,
+    /// Copies of running calls waiting for their originals now (`pipeline.rs`).
+    waiting_duplicates: std::sync::atomic::AtomicUsize,
     /// Outcomes the ledger could not take when their calls ended (`record.rs`).
     owed: record::OwedOutcomes,
 }
@@ -107,6 +110,7 @@ impl Runtime {
             unrecorded: false,
             pending: Default::default(),
             in_flight: Default::default(),
+            waiting_duplicates: Default::default(),
             owed: Default::default(),
         }
     }

@@ -14,11 +14,25 @@ use super::admission::{CallLog, Late};
 use super::limits::Refusal;
 use super::{clip, Runtime};
 
-/// How often a duplicate of a running call checks whether the original has finished.
+/// How soon a duplicate of a running call first checks whether the original has finished;
+/// each later check waits twice as long, up to [`IN_FLIGHT_POLL_MAX`].
 const IN_FLIGHT_POLL: Duration = Duration::from_millis(20);
+
+/// The longest wait between two checks of one waiting duplicate: a copy learns its result at
+/// most this late, and a long call's copies cost the ledger a few reads a second each.
+const IN_FLIGHT_POLL_MAX: Duration = Duration::from_millis(160);
 
 /// Extra wait, beyond the tool's deadline, for a running original before giving up.
 const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
+
+/// Copies of running calls that may wait for their originals at once, across this runtime.
+/// Each waiting copy holds a task and reads the ledger until its original ends (up to the
+/// tool's deadline): without a bound, a client sending copies of a long call could keep the
+/// host polling instead of serving, and hold a task per copy. As many
+/// as the default number of concurrent calls leaves room for a retry of every running call;
+/// past it a copy is answered at once `duplicate_call_id` ("still running"), as a copy that
+/// waited past its patience is.
+pub const MAX_WAITING_DUPLICATES: usize = 64;
 
 /// What admission keys a call by: the digest and size of its canonical `{tool, arguments}`,
 /// and the size of the arguments' canonical form (what the validate stage's size cap reads:
@@ -68,7 +82,8 @@ impl Runtime {
             Late::Fault(detail) => {
                 return self.host_fault(call, "the host could not record this call", &detail)
             }
-            Late::No => {}
+            // (`Unsettled` is `claim`'s alone; were it here, the ledger would decide.)
+            Late::No | Late::Unsettled => {}
         }
         match self
             .ledger
@@ -135,24 +150,32 @@ impl Runtime {
 
     /// A duplicate of a running call waits for the original's recorded outcome (never runs).
     pub(super) async fn await_original(&self, ctx: &RunContext, call: &ToolCall) -> ToolResult {
+        let still_running = || {
+            ToolResult::failed(
+                call,
+                Code::DuplicateCallId,
+                "a call with this id is still running",
+                Usage::default(),
+            )
+        };
+        let Some(_waiting) = Waiting::enter(&self.waiting_duplicates) else {
+            return still_running();
+        };
         let patience = self
             .registry
             .get(&call.name)
             .map_or(Duration::ZERO, |t| t.limits.deadline)
             + IN_FLIGHT_GRACE;
         let until = Instant::now() + patience;
+        let mut poll = IN_FLIGHT_POLL;
         while Instant::now() < until {
-            tokio::time::sleep(IN_FLIGHT_POLL).await;
+            tokio::time::sleep(poll).await;
+            poll = (poll * 2).min(IN_FLIGHT_POLL_MAX);
             if let Ok(Some(r)) = self.ledger.outcome(&ctx.run_id, &call.call_id) {
                 return r;
             }
         }
-        ToolResult::failed(
-            call,
-            Code::DuplicateCallId,
-            "a call with this id is still running",
-            Usage::default(),
-        )
+        still_running()
     }
 
     pub(super) fn event(
@@ -417,4 +440,26 @@ pub(super) fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// One copy waiting for its original, counted while it waits (see [`MAX_WAITING_DUPLICATES`]).
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    /// Count one more waiting copy, or `None` if [`MAX_WAITING_DUPLICATES`] already wait.
+    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> Option<Waiting<'a>> {
+        use std::sync::atomic::Ordering;
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_WAITING_DUPLICATES).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Waiting(count))
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
