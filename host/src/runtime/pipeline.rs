@@ -28,10 +28,10 @@ const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
 /// Copies of running calls that may wait for their originals at once, across this runtime.
 /// Each waiting copy holds a task and reads the ledger until its original ends (up to the
 /// tool's deadline): without a bound, a client sending copies of a long call could keep the
-/// host polling instead of serving, and hold a task per copy. As many
-/// as the default number of concurrent calls leaves room for a retry of every running call;
-/// past it a copy is answered at once `duplicate_call_id` ("still running"), as a copy that
-/// waited past its patience is.
+/// host polling instead of serving, and hold a task per copy. As many as the default number
+/// of concurrent calls leaves room for a retry of every running call; past it a copy is
+/// answered at once `duplicate_call_id` ("still running"), as a copy that waited past its
+/// patience is.
 pub const MAX_WAITING_DUPLICATES: usize = 64;
 
 /// What admission keys a call by: the digest and size of its canonical `{tool, arguments}`,
