@@ -32,6 +32,17 @@ async fn until(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
+/// Advance the manual epoch (bounded: 30 s) until `call` has stopped.
+async fn end_by_epochs(rt: &Runtime, call: &tokio::task::JoinHandle<ToolResult>) {
+    let stop = Instant::now() + Duration::from_secs(30);
+    while !call.is_finished() && Instant::now() < stop {
+        for _ in 0..50 {
+            rt.sandbox.increment_epoch();
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// With a guest spinning under a manual epoch (it ends when we advance the epoch past its
 /// 20 s deadline; the wall-clock backstop is far beyond the test's own steps), the
 /// first `MAX_WAITING_DUPLICATES` copies wait, and every copy past them is answered at once
@@ -72,13 +83,7 @@ async fn waiting_copies_of_a_running_call_are_capped() {
     assert!(!original.is_finished());
 
     // End the original: advance the epoch (bounded) until it has stopped.
-    let stop = Instant::now() + Duration::from_secs(30);
-    while !original.is_finished() && Instant::now() < stop {
-        for _ in 0..50 {
-            rt.sandbox.increment_epoch();
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    end_by_epochs(&rt, &original).await;
     let original = original.await.unwrap();
     assert_eq!(original.code, Some(Code::DeadlineExceeded), "{original:?}");
 
@@ -105,13 +110,7 @@ async fn waiting_copies_of_a_running_call_are_capped() {
         ..call
     };
     let next = spawn_call(&rt, &ctx, &other);
-    let stop = Instant::now() + Duration::from_secs(30);
-    while !next.is_finished() && Instant::now() < stop {
-        for _ in 0..50 {
-            rt.sandbox.increment_epoch();
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    end_by_epochs(&rt, &next).await;
     let next = next.await.unwrap();
     assert_eq!(next.status, Status::Failed);
     assert_eq!(next.code, Some(Code::DeadlineExceeded), "{next:?}");

@@ -30,6 +30,14 @@ fn runtime(dir: &std::path::Path) -> Runtime {
     })
 }
 
+/// [`runtime`] in a fresh temporary directory (kept alive by the guard), and a run context.
+fn fresh() -> (tempfile::TempDir, Runtime, RunContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path());
+    let ctx = rt.context("p", "t");
+    (dir, rt, ctx)
+}
+
 fn call(arguments: serde_json::Value) -> ToolCall {
     ToolCall {
         call_id: "c1".into(),
@@ -71,9 +79,7 @@ fn pending(rt: &Runtime) -> usize {
 /// before), and the duplicate's conflict is appended to the known call's record.
 #[tokio::test]
 async fn a_known_id_leaves_no_claim_and_keeps_the_conflict() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(dir.path());
-    let ctx = rt.context("p", "t");
+    let (_dir, rt, ctx) = fresh();
     rt.ledger
         .admit(&ctx.run_id, "c1", "t", "d1", 10)
         .expect("admitted");
@@ -87,9 +93,7 @@ async fn a_known_id_leaves_no_claim_and_keeps_the_conflict() {
 /// The ledger could not be read: the claim and what was noted on it are dropped.
 #[tokio::test]
 async fn a_ledger_fault_leaves_no_claim() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(dir.path());
-    let ctx = rt.context("p", "t");
+    let (_dir, rt, ctx) = fresh();
     let fault = crate::ledger::LedgerError::Commit("down".into());
     race(&rt, &ctx, Err(fault)).await;
     assert_eq!(pending(&rt), 0);
@@ -100,9 +104,7 @@ async fn a_ledger_fault_leaves_no_claim() {
 /// replay of the recorded call, not a conflict with the other proposal).
 #[tokio::test]
 async fn an_unanswered_claim_does_not_make_a_replay_a_conflict() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(dir.path());
-    let ctx = rt.context("p", "t");
+    let (_dir, rt, ctx) = fresh();
     rt.ledger
         .admit(&ctx.run_id, "c1", "t", "d1", 10)
         .expect("admitted");
@@ -121,9 +123,7 @@ async fn an_unanswered_claim_does_not_make_a_replay_a_conflict() {
 /// conflict with it (noted on the running call).
 #[tokio::test]
 async fn an_unanswered_claim_on_a_new_id_is_a_conflict() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(dir.path());
-    let ctx = rt.context("p", "t");
+    let (_dir, rt, ctx) = fresh();
     let first = call(json!({"a": 2}));
     let claim = rt
         .claim(&ctx, &first, "d2", 10, false)
