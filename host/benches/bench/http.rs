@@ -18,15 +18,41 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Sequential `tools/call add` over HTTP, one connection kept alive; per-request latency.
 pub async fn mcp_http_sequential(config: &Path, calls: usize) -> Figure {
-    let mut child = Command::new(crate::procs::binary())
+    let mut server = Command::new(crate::procs::binary());
+    server
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
-        .arg(config)
+        .arg(config);
+    Figure::of(
+        "mcp_http_sequential",
+        "µs",
+        &round_trips(server, calls).await,
+        "tools/call add through toolhost serve --http, one kept-alive connection, one at a time",
+    )
+}
+
+/// The same through the HTTP floor server ([`crate::floor_server`]): rmcp's Streamable HTTP
+/// service behind hyper, no pipeline.
+pub async fn mcp_http_floor(calls: usize) -> Figure {
+    let mut server = Command::new(std::env::current_exe().expect("the bench binary"));
+    server.env(crate::floor_server::ROLE, "http");
+    Figure::of(
+        "mcp_http_floor",
+        "µs",
+        &round_trips(server, calls).await,
+        "tools/call add, one at a time, through the same rmcp service and hyper listener answering at once (no pipeline): the front door's own round trip",
+    )
+}
+
+/// Sequential round trips through the MCP server `server` starts, which announces its
+/// address on stderr as `toolhost serve --http` does.
+async fn round_trips(mut server: Command, calls: usize) -> Vec<f64> {
+    let mut child = server
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("toolhost serve --http starts");
+        .expect("the MCP server starts");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let addr = tokio::time::timeout(PATIENCE, async {
         loop {
@@ -76,12 +102,7 @@ pub async fn mcp_http_sequential(config: &Path, calls: usize) -> Figure {
     }
     drop(conn);
     let _ = child.kill().await;
-    Figure::of(
-        "mcp_http_sequential",
-        "µs",
-        &samples,
-        "tools/call add through toolhost serve --http, one kept-alive connection, one at a time",
-    )
+    samples
 }
 
 struct Conn {

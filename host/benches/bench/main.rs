@@ -10,11 +10,19 @@
 //! - `stats`: figures, medians and p99s, the report.
 //! - `setup`: configs and component copies.
 //! - `procs`: figures that need the real binary (MCP over stdio, cold start).
+//! - `http`: MCP over Streamable HTTP.
+//! - `profile`: `TOOLHOST_BENCH_PROFILE` workloads; `idle`: calls after a sleep.
+//! - `floor_server`, `sqlite_floor`: the floors of the front doors and of the ledger — the
+//!   same rmcp and transports answering without the pipeline; the same SQL on a bare connection.
 
+mod floor_server;
 mod http;
+mod idle;
 mod postgres;
 mod procs;
+mod profile;
 mod setup;
+mod sqlite_floor;
 mod stats;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,8 +68,12 @@ const SMOKE: Plan = Plan {
 };
 
 fn main() {
+    if let Ok(role) = std::env::var(floor_server::ROLE) {
+        floor_server::run(&role);
+        return;
+    }
     if let Ok(what) = std::env::var("TOOLHOST_BENCH_PROFILE") {
-        profile(&what);
+        profile::profile(&what);
         return;
     }
     let full = std::env::args().any(|a| a == "--bench");
@@ -96,71 +108,19 @@ fn main() {
                 f.name
             );
         }
-        assert!(figures.len() >= 16, "{} figures", figures.len());
+        assert!(figures.len() >= 23, "{} figures", figures.len());
     }
 }
 
-/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_write|realistic|throughput_64|postgres|…`: run only that
-/// workload, long enough for `perf record` (no report).
-fn profile(what: &str) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let risk = if what == "pipeline_write" {
-        "write"
-    } else {
-        "read"
-    };
-    let config = setup::config_with(dir.path(), false, risk);
-    rt.block_on(async {
-        let runtime = Arc::new(runtime(&config));
-        let t = Instant::now();
-        match what {
-            "realistic" => {
-                let items = json!({"items": setup::items(10_000)});
-                pipeline_samples(&runtime, "echo_items", &items, 5000, "e").await;
-            }
-            "throughput_64" => {
-                throughput(&runtime, 64, 40_000).await;
-            }
-            "throughput_2" => {
-                throughput(&runtime, 2, 40_000).await;
-            }
-            "throughput_1" => {
-                throughput(&runtime, 1, 40_000).await;
-            }
-            "postgres" => {
-                for f in postgres::figures(dir.path(), 4000)
-                    .await
-                    .map(|p| p.0)
-                    .unwrap_or_default()
-                {
-                    println!("{}: {}", f.name, f.note);
-                }
-            }
-            "mcp_stdio" => {
-                let (seq, _) = procs::mcp_stdio(&config, 10_000, 16).await;
-                println!("mcp_stdio_sequential median {:.0} µs", seq.median);
-            }
-            "mcp_http" => {
-                let f = http::mcp_http_sequential(&config, 10_000).await;
-                println!("mcp_http_sequential median {:.0} µs", f.median);
-            }
-            _ => {
-                pipeline_samples(&runtime, "add", &json!({"a": 40, "b": 2}), 30_000, "p").await;
-            }
-        }
-        let stats = runtime.ledger.group_stats();
-        println!(
-            "{what}: {:.2} s; commits {}, of them inline {}, writes {}",
-            t.elapsed().as_secs_f64(),
-            stats.commits.load(Ordering::Relaxed),
-            stats.inline_commits.load(Ordering::Relaxed),
-            stats.writes.load(Ordering::Relaxed)
-        );
-    });
+/// One completed `add` call's result, as the ledger figures record it.
+async fn sample_result(rt: &Runtime) -> ToolResult {
+    let args = json!({"a": 40, "b": 2});
+    rt.run_call(
+        &rt.context("bench", "default"),
+        &call("sample".into(), "add", args),
+        None,
+    )
+    .await
 }
 
 fn runtime(config: &std::path::Path) -> Runtime {
@@ -404,13 +364,45 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     )
     .against(&floor);
     drop(unrecorded);
-    let sample = rt
-        .run_call(
-            &rt.context("bench", "default"),
-            &call("sample".into(), "add", add.clone()),
-            None,
-        )
-        .await;
+
+    // 3b. the same calls after the thread slept, as every request of a server arrives
+    let ctx = rt.context("bench", "default");
+    let tool = rt.registry.get("add").expect("the bench tool is loaded");
+    let params = rt.benchmark_params(tool, &add).expect("valid params");
+    let floor_idle = Figure::of(
+        "floor_after_idle",
+        "µs",
+        &idle::after_idle(plan.calls / 3, |_| async {
+            rt.call_floor(tool, &params)
+                .await
+                .expect("the floor call works");
+        })
+        .await,
+        &format!(
+            "floor, each call after the thread slept {} µs",
+            idle::IDLE_US
+        ),
+    )
+    .against(&floor);
+    let pipeline_idle = Figure::of(
+        "pipeline_after_idle",
+        "µs",
+        &idle::after_idle(plan.calls / 3, |i| {
+            let c = call(format!("i-{i}"), "add", add.clone());
+            let (rt, ctx) = (&rt, &ctx);
+            async move {
+                let r = rt.run_call(ctx, &c, None).await;
+                assert_eq!(r.status, Status::Completed, "{r:?}");
+            }
+        })
+        .await,
+        &format!(
+            "pipeline, each call after the thread slept {} µs (as a server's calls come)",
+            idle::IDLE_US
+        ),
+    )
+    .against(&floor_idle);
+    let sample = sample_result(&rt).await;
     let ledger_normal = Figure::of(
         "ledger_commit",
         "µs",
@@ -461,6 +453,27 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         ),
         "2 commits with synchronous=FULL (fsync per commit)",
     );
+    let sqlite_read = Figure::of(
+        "sqlite_floor",
+        "µs",
+        &sqlite_floor::samples(&dir.join("floor-read.sqlite"), false, plan.calls, &sample),
+        "the SQL of a read call's ledger work on a bare connection (the pre-admission read, one commit inserting the finished row): SQLite's own cost",
+    )
+    .against(&floor);
+    let sqlite_write = Figure::of(
+        "sqlite_floor_write",
+        "µs",
+        &sqlite_floor::samples(&dir.join("floor-write.sqlite"), true, plan.calls, &sample),
+        "the same for a write call (the read, a commit inserting the row started, a commit writing its outcome)",
+    )
+    .against(&floor);
+    let ledger_share = Figure::of(
+        "pipeline_ledger_share",
+        "µs",
+        &[pipeline.median - no_ledger.median],
+        "pipeline − pipeline_no_ledger: what the ledger adds to a read call, against what its SQL costs alone",
+    )
+    .against(&sqlite_read);
     let rt_full = runtime(&full_sync);
     let pipeline_full = Figure::of(
         "pipeline_full_sync",
@@ -610,6 +623,8 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     let mcp_http = http::mcp_http_sequential(&normal, plan.mcp_calls)
         .await
         .against(&mcp_seq);
+    let mcp_stdio_floor = procs::mcp_stdio_floor(plan.mcp_calls).await;
+    let mcp_http_floor = http::mcp_http_floor(plan.mcp_calls).await;
 
     // 6. many hosts on one PostgreSQL ledger (when a server is named)
     let pg = postgres::figures(dir, plan.throughput_calls).await;
@@ -648,12 +663,21 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         (
             "pipeline (read tool) / floor ≤ 2.0".to_string(),
             pipeline.median / floor.median <= 2.0,
-            format!("{:.2}", pipeline.median / floor.median),
+            format!(
+                "{:.2} (without the ledger {:.2}; its SQL alone {:.2})",
+                pipeline.median / floor.median,
+                no_ledger.median / floor.median,
+                sqlite_read.median / floor.median
+            ),
         ),
         (
             "pipeline_write / floor ≤ 3.0".to_string(),
             pipeline_write.median / floor.median <= 3.0,
-            format!("{:.2}", pipeline_write.median / floor.median),
+            format!(
+                "{:.2} (its SQL alone {:.2})",
+                pipeline_write.median / floor.median,
+                sqlite_write.median / floor.median
+            ),
         ),
         (
             "realistic / realistic_floor ≤ 3.0".to_string(),
@@ -663,12 +687,22 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         (
             "mcp_stdio_sequential ≤ pipeline + 60 µs".to_string(),
             mcp_seq.median <= pipeline.median + 60.0,
-            format!("pipeline + {:.0} µs", mcp_seq.median - pipeline.median),
+            format!(
+                "pipeline + {:.0} µs (pipeline_after_idle + {:.0} µs; the front door alone, no pipeline: {:.0} µs)",
+                mcp_seq.median - pipeline.median,
+                mcp_seq.median - pipeline_idle.median,
+                mcp_stdio_floor.median
+            ),
         ),
         (
             "mcp_http_sequential ≤ pipeline + 120 µs".to_string(),
             mcp_http.median <= pipeline.median + 120.0,
-            format!("pipeline + {:.0} µs", mcp_http.median - pipeline.median),
+            format!(
+                "pipeline + {:.0} µs (pipeline_after_idle + {:.0} µs; the front door alone, no pipeline: {:.0} µs)",
+                mcp_http.median - pipeline.median,
+                mcp_http.median - pipeline_idle.median,
+                mcp_http_floor.median
+            ),
         ),
         (
             "throughput with 64 callers ≥ 0.7 × without the ledger".to_string(),
@@ -717,10 +751,15 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         pipeline,
         pipeline_write,
         no_ledger,
+        floor_idle,
+        pipeline_idle,
         ledger_normal,
         ledger_early,
         ledger_per_event,
         ledger_full,
+        sqlite_read,
+        sqlite_write,
+        ledger_share,
         pipeline_full,
         echo_floor,
         echo,
@@ -734,6 +773,8 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         mcp_seq,
         mcp_par,
         mcp_http,
+        mcp_stdio_floor,
+        mcp_http_floor,
         cold1,
         warm1,
         cold10,

@@ -22,15 +22,49 @@ pub fn binary() -> String {
 /// `tools/call add` round trips through `toolhost serve` on stdio: sequential, then with
 /// `in_flight` requests outstanding. Returns (sequential, concurrent) per-request latency.
 pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure, Figure) {
-    let mut child = Command::new(binary())
-        .args(["serve", "--config"])
-        .arg(config)
+    let mut server = Command::new(binary());
+    server.args(["serve", "--config"]).arg(config);
+    let (sequential, concurrent) = round_trips(server, calls, in_flight).await;
+    (
+        Figure::of(
+            "mcp_stdio_sequential",
+            "µs",
+            &sequential,
+            "tools/call add through toolhost serve (stdio), one at a time",
+        ),
+        Figure::of(
+            &format!("mcp_stdio_{in_flight}_in_flight"),
+            "µs",
+            &concurrent,
+            "the same with requests outstanding (latency per request)",
+        ),
+    )
+}
+
+/// The same sequential round trips through the stdio floor server
+/// ([`crate::floor_server`]): rmcp and toolhost's stdio transport, no pipeline.
+pub async fn mcp_stdio_floor(calls: usize) -> Figure {
+    let mut server = Command::new(std::env::current_exe().expect("the bench binary"));
+    server.env(crate::floor_server::ROLE, "stdio");
+    let (sequential, _) = round_trips(server, calls, 0).await;
+    Figure::of(
+        "mcp_stdio_floor",
+        "µs",
+        &sequential,
+        "tools/call add, one at a time, through the same rmcp and stdio transport answering at once (no pipeline): the front door's own round trip",
+    )
+}
+
+/// Sequential `tools/call add` round trips through the MCP server `server` starts on stdio,
+/// then (when `in_flight` > 0) as many with `in_flight` requests outstanding.
+async fn round_trips(mut server: Command, calls: usize, in_flight: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut child = server
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("toolhost serve starts");
+        .expect("the MCP server starts");
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let send = |v: Value| {
@@ -70,7 +104,7 @@ pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure
     let mut concurrent = Vec::with_capacity(calls);
     let mut next = 0usize;
     let base = 1_000_000usize;
-    while concurrent.len() < calls {
+    while in_flight > 0 && concurrent.len() < calls {
         while sent.len() < in_flight && next < calls {
             let id = base + next;
             sent.insert(id as u64, Instant::now());
@@ -84,20 +118,7 @@ pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure
     }
     drop(stdin);
     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
-    (
-        Figure::of(
-            "mcp_stdio_sequential",
-            "µs",
-            &sequential,
-            "tools/call add through toolhost serve (stdio), one at a time",
-        ),
-        Figure::of(
-            &format!("mcp_stdio_{in_flight}_in_flight"),
-            "µs",
-            &concurrent,
-            "the same with requests outstanding (latency per request)",
-        ),
-    )
+    (sequential, concurrent)
 }
 
 async fn next_response(
