@@ -187,6 +187,19 @@ enum Commits {
     PerEvent,
 }
 
+/// How a read call of `add` (arguments sha256 `digest`, 13 bytes) is opened in the ledger,
+/// with the decisions made before its admission.
+fn add_opening<'a>(digest: &'a str, events: &'a [PendingEvent]) -> Opening<'a> {
+    Opening {
+        tool: "add",
+        args_digest: digest,
+        args_size: 13,
+        at_ms: 0,
+        events,
+        content: None,
+    }
+}
+
 /// The ledger's work for one completed call, alone.
 fn ledger_samples(
     path: &std::path::Path,
@@ -219,15 +232,9 @@ fn ledger_samples(
         match commits {
             Commits::Late => {
                 assert!(!ledger.is_admitted("R", &id).unwrap());
-                let opening = Opening {
-                    tool: "add",
-                    args_digest: &digest,
-                    args_size: 13,
-                    at_ms: 0,
-                    events: &events,
-                    content: None,
-                };
-                ledger.admit_started("R", &id, &opening).unwrap();
+                ledger
+                    .admit_started("R", &id, &add_opening(&digest, &events))
+                    .unwrap();
                 ledger.finish_with("R", &id, &r, &after).unwrap();
             }
             Commits::Early => {

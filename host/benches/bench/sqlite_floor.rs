@@ -9,7 +9,7 @@ use std::time::Instant;
 use rusqlite::types::Value as Sql;
 use rusqlite::{params, Connection, OptionalExtension};
 use toolhost::contract::ToolResult;
-use toolhost::ledger::{digest_bytes, Ledger, LedgerOptions, Opening, PendingEvent};
+use toolhost::ledger::{digest_bytes, Ledger, LedgerOptions, PendingEvent};
 
 use crate::stats::micros;
 
@@ -147,18 +147,10 @@ fn seed_row(path: &Path, sample: &ToolResult) -> Vec<(String, Sql)> {
             .iter()
             .map(|s| PendingEvent::now(s, "ok", ""))
             .collect();
-        let opening = Opening {
-            tool: "add",
-            args_digest: &digest,
-            args_size: 13,
-            at_ms: 0,
-            events: &events,
-            content: None,
-        };
         let mut result = sample.clone();
         result.call_id = "seed".into();
         ledger
-            .admit_started("R", "seed", &opening)
+            .admit_started("R", "seed", &crate::add_opening(&digest, &events))
             .expect("the seed call is admitted");
         ledger
             .finish_with(
