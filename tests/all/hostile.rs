@@ -38,6 +38,10 @@ const FIXTURES: &[(&str, fn())] = &[
         "swap_grant",
         crate::grants::grant_swap_never_reaches_outside_the_grant,
     ),
+    (
+        "hoard",
+        crate::host_handles::hoarding_past_a_budget_is_host_resources_exceeded,
+    ),
 ];
 
 /// Forged protocol lines on stdout are captured like any output: the call completes with the

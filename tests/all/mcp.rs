@@ -214,7 +214,7 @@ pub(crate) fn ledger(config: &Path, run: &str) -> Vec<Value> {
 
 /// A `toolhost serve --http` process, killed on drop.
 pub(crate) struct HttpServer {
-    child: Child,
+    pub(crate) child: Child,
     pub(crate) url: String,
     pub(crate) stderr: std::sync::mpsc::Receiver<String>,
 }
@@ -227,7 +227,21 @@ impl Drop for HttpServer {
 }
 
 pub(crate) fn http_serve(config: &Path) -> HttpServer {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    http_serve_limited(config, None)
+}
+
+/// [`http_serve`] with the server's descriptor limit set to `nofile`.
+pub(crate) fn http_serve_limited(config: &Path, nofile: Option<u32>) -> HttpServer {
+    let mut command = match nofile {
+        None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
+        Some(n) => {
+            let mut c = Command::new("bash");
+            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")])
+                .arg(env!("CARGO_BIN_EXE_toolhost"));
+            c
+        }
+    };
+    let mut child = command
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(config)
         .stdin(Stdio::null())
@@ -432,7 +446,12 @@ pub(crate) struct Raw {
 
 impl Raw {
     pub(crate) fn start(config: &Path) -> Raw {
-        let mut child = crate::support::serve_stdio(config);
+        Raw::start_limited(config, None)
+    }
+
+    /// [`Raw::start`] with the server's descriptor limit set to `nofile`.
+    pub(crate) fn start_limited(config: &Path, nofile: Option<u32>) -> Raw {
+        let mut child = crate::support::serve_stdio_limited(config, nofile);
         let stdin = child.stdin.take();
         Raw {
             lines: line_reader(child.stdout.take().unwrap()),

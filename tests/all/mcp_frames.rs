@@ -321,27 +321,29 @@ fn stdio_repeated_argument_keys_are_invalid_arguments() {
 /// A `toolhost serve --http` process, killed on drop.
 /// A `toolhost serve --http` process ([`crate::mcp::HttpServer`], killed on drop) and the
 /// `host:port` it listens on.
-struct Http {
-    _server: crate::mcp::HttpServer,
-    addr: String,
+pub(crate) struct Http {
+    pub(crate) server: crate::mcp::HttpServer,
+    pub(crate) addr: String,
 }
 
 impl Http {
-    fn start(config: &Path) -> Http {
-        let server = crate::mcp::http_serve(config);
+    pub(crate) fn start(config: &Path) -> Http {
+        Http::start_limited(config, None)
+    }
+
+    /// [`Http::start`] with the server's descriptor limit set to `nofile`.
+    pub(crate) fn start_limited(config: &Path, nofile: Option<u32>) -> Http {
+        let server = crate::mcp::http_serve_limited(config, nofile);
         let addr = server
             .url
             .trim_start_matches("http://")
             .trim_end_matches("/mcp")
             .to_string();
-        Http {
-            _server: server,
-            addr,
-        }
+        Http { server, addr }
     }
 
     /// POST `body` to /mcp; the status, the session id header and the body.
-    fn post(&self, body: &[u8], session: Option<&str>) -> (u16, Option<String>, String) {
+    pub(crate) fn post(&self, body: &[u8], session: Option<&str>) -> (u16, Option<String>, String) {
         self.post_as(&self.addr, None, body, session)
     }
 

@@ -228,8 +228,22 @@ pub fn line_reader(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::R
 
 /// `toolhost serve --config CONFIG` over stdio, every pipe captured (the caller kills it).
 pub fn serve_stdio(config: &Path) -> std::process::Child {
+    serve_stdio_limited(config, None)
+}
+
+/// [`serve_stdio`], started with its descriptor limit (soft and hard) set to `nofile`.
+pub fn serve_stdio_limited(config: &Path, nofile: Option<u32>) -> std::process::Child {
     use std::process::Stdio;
-    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    let mut command = match nofile {
+        None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
+        Some(n) => {
+            let mut c = Command::new("bash");
+            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")])
+                .arg(env!("CARGO_BIN_EXE_toolhost"));
+            c
+        }
+    };
+    command
         .args(["serve", "--config"])
         .arg(config)
         .stdin(Stdio::piped())

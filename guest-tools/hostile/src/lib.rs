@@ -5,7 +5,7 @@ wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::example::hostile::tools::{Attempt, EnvReport, ExfilReport, Guest};
+use exports::example::hostile::tools::{Attempt, EnvReport, ExfilReport, Guest, HoardKind};
 use std::fs;
 use std::hint::black_box;
 use std::io::{self, Read, Write};
@@ -145,7 +145,100 @@ fn exfil_http() -> String {
     }
 }
 
+/// What `hoard` keeps alive: every handle it took, dropped only when the call ends.
+#[derive(Default)]
+struct Hoard {
+    descriptors: Vec<wasi::filesystem::types::Descriptor>,
+    listings: Vec<wasi::filesystem::types::DirectoryEntryStream>,
+    /// Each body's stream first: a tuple drops in order, and the host refuses to drop a body
+    /// before its stream.
+    bodies: Vec<(
+        wasi::io::streams::OutputStream,
+        wasi::http::types::OutgoingBody,
+        wasi::http::types::OutgoingRequest,
+    )>,
+    pollables: Vec<wasi::io::poll::Pollable>,
+}
+
+impl Hoard {
+    /// Take one resource of `kind`; false when the host returned an error instead.
+    fn take(&mut self, kind: HoardKind, dir: &wasi::filesystem::types::Descriptor) -> bool {
+        use wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+        match kind {
+            HoardKind::Descriptors => dir
+                .open_at(
+                    PathFlags::empty(),
+                    "file.txt",
+                    OpenFlags::empty(),
+                    DescriptorFlags::READ,
+                )
+                .map(|d| self.descriptors.push(d))
+                .is_ok(),
+            HoardKind::Listings => dir.read_directory().map(|s| self.listings.push(s)).is_ok(),
+            HoardKind::Bodies => match fill_body() {
+                Some(kept) => {
+                    self.bodies.push(kept);
+                    true
+                }
+                None => false,
+            },
+            HoardKind::Pollables => {
+                let hour = 3_600_000_000_000;
+                self.pollables
+                    .push(wasi::clocks::monotonic_clock::subscribe_duration(hour));
+                true
+            }
+        }
+    }
+}
+
+/// An outgoing request that is never sent, with as much written into its body as it takes
+/// without waiting.
+fn fill_body() -> Option<(
+    wasi::io::streams::OutputStream,
+    wasi::http::types::OutgoingBody,
+    wasi::http::types::OutgoingRequest,
+)> {
+    use wasi::http::types::{Fields, OutgoingRequest};
+    let request = OutgoingRequest::new(Fields::new());
+    let body = request.body().ok()?;
+    let stream = body.write().ok()?;
+    let piece = vec![b'b'; 64 * 1024];
+    for _ in 0..64 {
+        let n = match stream.check_write() {
+            Ok(0) | Err(_) => break,
+            Ok(n) => (n as usize).min(piece.len()),
+        };
+        if stream.write(&piece[..n]).is_err() {
+            break;
+        }
+    }
+    Some((stream, body, request))
+}
+
+/// The directory preopened at `/hoard`, or none.
+fn hoard_dir() -> Option<wasi::filesystem::types::Descriptor> {
+    wasi::filesystem::preopens::get_directories()
+        .into_iter()
+        .find(|(_, name)| name == "/hoard")
+        .map(|(dir, _)| dir)
+}
+
 impl Guest for Hostile {
+    fn hoard(kind: HoardKind, count: u32, hold_ms: u32) -> u64 {
+        let Some(dir) = hoard_dir() else {
+            return 0;
+        };
+        let mut hoard = Hoard::default();
+        let mut taken: u64 = 0;
+        while taken < u64::from(count) && hoard.take(kind, &dir) {
+            taken += 1;
+        }
+        std::thread::sleep(Duration::from_millis(u64::from(hold_ms)));
+        black_box(&hoard);
+        taken
+    }
+
     fn spin() -> u64 {
         burn()
     }

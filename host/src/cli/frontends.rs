@@ -30,6 +30,7 @@ pub(super) async fn serve(
         Err(e) => return usage_error(&e),
     };
     warn(&rt.registry);
+    warn_descriptors(rt.sandbox.descriptors());
     let shared = crate::serve::Shared::new(std::sync::Arc::new(rt));
     let result = match http {
         None => crate::serve::serve_stdio(shared, &config.serve).await,
@@ -51,6 +52,21 @@ pub(super) async fn serve(
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => usage_error(&e),
+    }
+}
+
+/// Say at start when the descriptor limit is too low for a full pool of calls to leave the
+/// host its reserve.
+fn warn_descriptors(plan: crate::sandbox::DescriptorPlan) {
+    if !plan.reserve_holds {
+        eprintln!(
+            "toolhost: warning: the descriptor limit ({}) leaves each call only {} host handles \
+             and cannot keep {} descriptors for the host when every call slot is busy; raise \
+             `ulimit -n` (the hard limit) or lower run.max_concurrent_calls",
+            plan.soft_limit,
+            plan.handles_per_call,
+            crate::sandbox::HOST_RESERVED_FDS
+        );
     }
 }
 

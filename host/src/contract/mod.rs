@@ -84,6 +84,9 @@ wire_enum! {
         FuelExhausted = "fuel_exhausted",
         MemoryExceeded = "memory_exceeded",
         OutputTooLarge = "output_too_large",
+        /// The tool held more of the host's own resources (handles and descriptors, directory
+        /// listings) than one call may.
+        HostResourcesExceeded = "host_resources_exceeded",
         GuestTrap = "guest_trap",
         ToolError = "tool_error",
         InvalidOutput = "invalid_output",

@@ -46,6 +46,12 @@ impl Runtime {
                         "the tool produced more output than it is allowed",
                         None,
                     ),
+                    Fault::HostResourcesExceeded(over) => (
+                        Code::HostResourcesExceeded,
+                        "the tool held more host resources (open files, sockets, streams, \
+                         directory listings) than a call may",
+                        Some(over.to_string()),
+                    ),
                     Fault::Cancelled => {
                         let mut r = if tool.risk == crate::contract::Risk::Read {
                             cancelled(call, Status::Cancelled, Code::Cancelled)

@@ -38,9 +38,14 @@ pub struct EngineSettings {
 /// At most `cores × (DECOMMIT_BATCH − 1)` freed slots stay resident meanwhile.
 pub const DECOMMIT_BATCH: usize = 4;
 
+/// Calls that may hold an instance at once under `settings`.
+pub fn pool_slots(settings: EngineSettings) -> u32 {
+    settings.max_instances.clamp(1, MAX_CONCURRENT_INSTANCES)
+}
+
 /// Build the engine every component of this host is compiled for.
 pub fn build_engine(settings: EngineSettings) -> Result<Engine, SandboxError> {
-    let slots = settings.max_instances.clamp(1, MAX_CONCURRENT_INSTANCES);
+    let slots = pool_slots(settings);
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(slots)
         .total_core_instances(slots * 8)

@@ -13,6 +13,7 @@ use crate::contract::LiveSinks;
 use super::engine::{deadline_ticks, EPOCH_TICK};
 use super::grant::{build_wasi, Caller, Grant};
 use super::host_api::Reports;
+use super::host_budget::{is_table_full, HostBudget, HostBudgetError, HTTP_FIELDS_BYTES};
 use super::limits::{hostcall_bytes, is_hostcall_data_exhausted, CallLimiter, Limits};
 use super::network::HttpPolicy;
 use super::{CallState, Sandbox, SandboxError};
@@ -24,6 +25,8 @@ pub enum Fault {
     DeadlineExceeded,
     MemoryExceeded,
     OutputTooLarge,
+    /// The call held more of the host's resources than its budget (`host_budget.rs`).
+    HostResourcesExceeded(HostBudgetError),
     /// The caller cancelled the call after it started.
     Cancelled,
     /// Every instance slot of the host was taken: the host's own limit, not the guest's fault.
@@ -78,16 +81,20 @@ impl Sandbox {
             Ok(w) => w,
             Err(e) => return setup_failure(e, started),
         };
+        let handles = self.descriptors.handles_per_call;
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(handles);
         let state = CallState {
             wasi,
-            table: ResourceTable::new(),
-            http: WasiHttpCtx::new(),
+            table,
+            http: http_ctx(),
             hooks: HttpPolicy::new(grant.network.clone()),
             limiter: CallLimiter::new(limits),
             reports: Reports {
                 live,
                 ..Reports::default()
             },
+            budget: HostBudget::default(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -125,7 +132,7 @@ impl Sandbox {
             Some(Ok(_)) if over_output => Err(Fault::OutputTooLarge),
             Some(Ok(Ok(results))) => Ok(results),
             Some(Ok(Err(_))) if cancel.is_cancelled() => Err(Fault::Cancelled),
-            Some(Ok(Err(e))) => Err(classify(&e, &state.limiter)),
+            Some(Ok(Err(e))) => Err(classify(&e, &state.limiter, handles)),
         };
         let fuel_left = store.get_fuel().unwrap_or(0);
         let state = store.into_data();
@@ -146,9 +153,15 @@ impl Sandbox {
 /// guest whose allocation is refused aborts with `unreachable`, not with a memory trap.
 /// Errors that name their cause unambiguously (a refused transfer, a full instance pool) come
 /// first: a guest may have probed its memory ceiling earlier in the same call.
-fn classify(e: &wasmtime::Error, limiter: &CallLimiter) -> Fault {
+fn classify(e: &wasmtime::Error, limiter: &CallLimiter, handles: usize) -> Fault {
     if is_hostcall_data_exhausted(e) {
         return Fault::OutputTooLarge;
+    }
+    if is_table_full(e) {
+        return Fault::HostResourcesExceeded(HostBudgetError::Handles(handles));
+    }
+    if let Some(over) = e.downcast_ref::<HostBudgetError>() {
+        return Fault::HostResourcesExceeded(*over);
     }
     if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
         .is_some()
@@ -188,6 +201,7 @@ impl Sandbox {
             hooks: HttpPolicy::new(super::network::Allowlist::default()),
             limiter: CallLimiter::new(&Limits::default()),
             reports: Reports::default(),
+            budget: HostBudget::default(),
         };
         let mut store = Store::new(&self.engine, state);
         store.set_fuel(u64::MAX)?;
@@ -211,6 +225,13 @@ async fn instantiate_and_call(
     let mut results = vec![Val::Bool(false); result_count];
     f.call_async(&mut *store, params, &mut results).await?;
     Ok(results)
+}
+
+/// A `wasi:http` context whose header fields hold at most [`HTTP_FIELDS_BYTES`] each.
+fn http_ctx() -> WasiHttpCtx {
+    let mut ctx = WasiHttpCtx::new();
+    ctx.set_field_size_limit(HTTP_FIELDS_BYTES);
+    ctx
 }
 
 fn setup_failure(e: SandboxError, started: Instant) -> Execution {

@@ -4,10 +4,12 @@
 //! The sandbox knows nothing of policy or of JSON: it takes component values and a grant, and
 //! gives back component values or a [`Fault`] that says which limit ended the call.
 
+mod descriptors;
 mod engine;
 mod executor;
 mod grant;
 mod host_api;
+mod host_budget;
 mod host_dir;
 mod limits;
 mod network;
@@ -17,12 +19,20 @@ use wasmtime::Engine;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+pub use descriptors::{
+    share as share_descriptors, DescriptorPlan, CALL_FIXED_FDS, HOST_RESERVED_FDS,
+    MIN_HANDLES_PER_CALL,
+};
 pub use engine::{
     deadline_ticks, EngineSettings, DECOMMIT_BATCH, EPOCH_TICK, MAX_CONCURRENT_INSTANCES,
 };
 pub use executor::{Execution, Fault};
 pub use grant::{Caller, DirGrant, DirSource, Grant, PathPart};
 pub use host_api::{Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
+pub use host_budget::{
+    HostBudgetError, HTTP_BODY_CHUNK_BYTES, HTTP_FIELDS_BYTES, LISTING_ENTRY_BYTES,
+    MAX_HOST_HANDLES_PER_CALL, MAX_HTTP_REQUESTS_IN_FLIGHT, MAX_LISTING_BYTES_PER_CALL,
+};
 pub use host_dir::{check_caller_name, HostDir, HostDirError, MAX_CALLER_COMPONENT_BYTES};
 pub use limits::*;
 pub use network::{Allowlist, HostPort};
@@ -64,6 +74,7 @@ pub struct CallState {
     hooks: network::HttpPolicy,
     limiter: limits::CallLimiter,
     reports: Reports,
+    budget: host_budget::HostBudget,
 }
 
 impl WasiView for CallState {
@@ -95,16 +106,20 @@ pub struct Sandbox {
     engine: Engine,
     base: Linker<CallState>,
     with_http: Linker<CallState>,
+    descriptors: DescriptorPlan,
     _ticker: Option<engine::EpochTicker>,
 }
 
 impl Sandbox {
-    /// Create the engine (pooling allocator sized by `settings`) and the linkers.
+    /// Create the engine (pooling allocator sized by `settings`) and the linkers, raise the
+    /// soft descriptor limit and share it out among the pool's calls.
     pub fn new(settings: EngineSettings, epochs: EpochMode) -> Result<Self, SandboxError> {
         let engine = engine::build_engine(settings)?;
+        let descriptors = descriptors::plan(engine::pool_slots(settings));
         let link = |e: wasmtime::Error| SandboxError::Link(e.into());
         let mut base = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut base).map_err(link)?;
+        host_budget::charge_listings(&mut base).map_err(link)?;
         host_api::add_to_linker::<CallState, ReportsData>(&mut base, |s| &mut s.reports)
             .map_err(link)?;
         let mut with_http = base.clone();
@@ -117,8 +132,14 @@ impl Sandbox {
             engine,
             base,
             with_http,
+            descriptors,
             _ticker: ticker,
         })
+    }
+
+    /// How the host's descriptors are shared out among calls.
+    pub fn descriptors(&self) -> DescriptorPlan {
+        self.descriptors
     }
 
     /// The engine components must be compiled for.

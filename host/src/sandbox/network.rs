@@ -14,6 +14,8 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 use serde::Deserialize;
 use std::fmt;
 
+use super::host_budget::{HTTP_BODY_CHUNK_BYTES, MAX_HTTP_REQUESTS_IN_FLIGHT};
+
 /// A `host:port` network allowlist entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(try_from = "String")]
@@ -135,14 +137,20 @@ impl Allowlist {
     }
 }
 
-/// `wasi:http` hooks that refuse every request whose authority is not on the allowlist.
+/// `wasi:http` hooks of one call: every request whose authority is not on the allowlist is
+/// refused, at most [`MAX_HTTP_REQUESTS_IN_FLIGHT`] are in flight, and a body buffers at most
+/// two writes of [`HTTP_BODY_CHUNK_BYTES`].
 pub struct HttpPolicy {
     allow: Allowlist,
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl HttpPolicy {
     pub fn new(allow: Allowlist) -> Self {
-        HttpPolicy { allow }
+        HttpPolicy {
+            allow,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_HTTP_REQUESTS_IN_FLIGHT)),
+        }
     }
 }
 
@@ -171,19 +179,35 @@ impl WasiHttpHooks for HttpPolicy {
         let allowed = uri
             .host()
             .is_some_and(|host| self.allow.allows_authority(host, port));
+        drop(fut);
         if !allowed {
-            drop(fut);
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
-        drop(fut);
+        // The permit lives as long as the connection's I/O, which ends when the guest drops
+        // the response (or the call ends).
+        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+            return Box::new(async { Err(HttpError::ConnectionLimitReached) });
+        };
         Box::new(async move {
             use http_body_util::BodyExt;
             let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            let io = async move {
+                let _permit = permit;
+                io.await
+            };
             Ok((
                 res.map(BodyExt::boxed_unsync),
                 Box::new(io) as Box<dyn Future<Output = _> + Send>,
             ))
         })
+    }
+
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        1
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        HTTP_BODY_CHUNK_BYTES
     }
 }
 

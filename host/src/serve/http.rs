@@ -19,6 +19,7 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full, LengthLimitError, Limi
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::{TcpListener, TcpStream};
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::{Identity, ServeConfig};
 use super::frames::{check_body, Frame, FrameError, MAX_FRAME_BYTES};
 use super::handler::{Session, Shared};
+use super::sessions::SessionOwners;
 use super::ServeError;
 
 /// The one path MCP is served on.
@@ -73,16 +75,19 @@ pub async fn serve_http(
         .enforce_origin_validation();
     let fixed_identity = config.tokens.is_empty().then(|| config.local_identity());
     let factory_shared = shared.clone();
+    let manager = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || Ok(Session::new(factory_shared.clone(), fixed_identity.clone())),
-        Arc::new(LocalSessionManager::default()),
+        manager.clone(),
         rmcp_config,
     );
     let gate = Arc::new(Gate {
         config: config.clone(),
         service,
+        owners: SessionOwners::new(manager),
     });
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = AcceptBackoff::default();
     loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => p.map_err(|_| ServeError::Closed)?,
@@ -90,8 +95,22 @@ pub async fn serve_http(
         };
         let stream = tokio::select! {
             a = listener.accept() => match a.and_then(|(s, _)| accepted(s)) {
-                Ok(s) => s,
-                Err(_) => continue, // e.g. too many open files: drop this one, keep serving
+                Ok(s) => {
+                    backoff.reset();
+                    s
+                }
+                // Out of descriptors (or kernel memory): the connection stays in the backlog and
+                // accept would fail again at once, so wait before the next try instead of
+                // spinning; the connections being served free descriptors meanwhile.
+                Err(e) if is_resource_exhaustion(&e) => {
+                    drop(permit);
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff.next_wait()) => {}
+                        _ = shutdown.cancelled() => return Ok(()),
+                    }
+                    continue;
+                }
+                Err(_) => continue, // this connection failed (reset before accept): the next one
             },
             _ = shutdown.cancelled() => return Ok(()),
         };
@@ -140,11 +159,53 @@ fn accepted(stream: TcpStream) -> std::io::Result<TcpStream> {
     Ok(stream)
 }
 
-/// Authentication in front of the MCP service.
+/// Whether an accept error means the host is out of a resource (descriptors, kernel memory)
+/// rather than that one connection failed.
+fn is_resource_exhaustion(e: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    let Some(raw) = e.raw_os_error() else {
+        return false;
+    };
+    [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
+        .iter()
+        .any(|errno| errno.raw_os_error() == raw)
+}
+
+/// The first wait after an accept failed for want of resources.
+pub const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(5);
+/// The longest wait between accepts while resources stay exhausted.
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Waits between accepts while the host is out of descriptors: doubling from
+/// [`ACCEPT_BACKOFF_FIRST`] to [`ACCEPT_BACKOFF_MAX`], back to the first after an accept works.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    failures: u32,
+}
+
+impl AcceptBackoff {
+    fn next_wait(&mut self) -> Duration {
+        let wait = ACCEPT_BACKOFF_FIRST
+            .saturating_mul(1 << self.failures.min(16))
+            .min(ACCEPT_BACKOFF_MAX);
+        self.failures = self.failures.saturating_add(1);
+        wait
+    }
+
+    fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+/// Authentication and session ownership in front of the MCP service.
 struct Gate {
     config: ServeConfig,
     service: StreamableHttpService<Session, LocalSessionManager>,
+    owners: SessionOwners,
 }
+
+/// The header that names a Streamable HTTP session.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 type Body = BoxBody<Bytes, Infallible>;
 
@@ -153,10 +214,13 @@ impl Gate {
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found; MCP is served on /mcp");
         }
-        if !self.config.tokens.is_empty() {
+        let identity = if self.config.tokens.is_empty() {
+            self.config.local_identity()
+        } else {
             match bearer(&req).and_then(|t| self.config.identify(t)) {
                 Some(identity) => {
-                    req.extensions_mut().insert::<Identity>(identity);
+                    req.extensions_mut().insert::<Identity>(identity.clone());
+                    identity
                 }
                 None => {
                     let mut r = plain(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
@@ -167,21 +231,57 @@ impl Gate {
                     return r;
                 }
             }
+        };
+        let session = req
+            .headers()
+            .get(SESSION_HEADER)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        if let Some(id) = &session {
+            if !self.owners.owned_by(id, &identity) {
+                return plain(StatusCode::NOT_FOUND, "session not found");
+            }
         }
-        if req.method() != hyper::Method::POST {
-            return self.service.handle(req).await;
+        let method = req.method().clone();
+        let response = if method == hyper::Method::POST {
+            match checked(req).await {
+                Ok((_, false)) if session.is_none() => {
+                    return plain(
+                        StatusCode::BAD_REQUEST,
+                        "an Mcp-Session-Id header is required: send initialize first",
+                    )
+                }
+                Ok((_, true)) if session.is_none() && !self.owners.room_for(&identity).await => {
+                    return plain(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "too many open sessions: end one (DELETE) before starting another",
+                    )
+                }
+                Ok((req, _)) => self.service.handle(req).await,
+                Err(answer) => return answer,
+            }
+        } else {
+            self.service.handle(req).await
+        };
+        match session {
+            None => {
+                if let Some(new) = response.headers().get(SESSION_HEADER) {
+                    let new = String::from_utf8_lossy(new.as_bytes()).into_owned();
+                    self.owners.bind(&new, identity).await;
+                }
+            }
+            Some(id) if method == hyper::Method::DELETE && response.status().is_success() => {
+                self.owners.forget(&id);
+            }
+            Some(_) => {}
         }
-        match checked(req).await {
-            Ok(req) => self.service.handle(req).await,
-            Err(answer) => answer,
-        }
+        response
     }
 }
 
 /// Read a POST body (bounded) and check it as one frame. A good one comes back as the request
-/// rmcp gets, carrying the frame check's mark when its arguments repeat a key; anything else
-/// comes back as the answer.
-async fn checked(req: Request<Incoming>) -> Result<Request<Full<Bytes>>, Response<Body>> {
+/// rmcp gets, carrying the frame check's mark when its arguments repeat a key, with whether it
+/// is an `initialize` request; anything else comes back as the answer.
+async fn checked(req: Request<Incoming>) -> Result<(Request<Full<Bytes>>, bool), Response<Body>> {
     let (mut parts, body) = req.into_parts();
     let too_large = || rpc_error(StatusCode::PAYLOAD_TOO_LARGE, &FrameError::too_large());
     if hyper::body::Body::size_hint(&body).lower() > MAX_REQUEST_BODY_BYTES as u64 {
@@ -206,12 +306,18 @@ async fn checked(req: Request<Incoming>) -> Result<Request<Full<Bytes>>, Respons
     };
     match check_body(&bytes) {
         Ok(Frame::Message {
-            repeated_argument, ..
+            message,
+            repeated_argument,
         }) => {
             if let Some(mark) = repeated_argument {
                 parts.extensions.insert(mark);
             }
-            Ok(Request::from_parts(parts, Full::new(bytes)))
+            let initialize = matches!(
+                *message,
+                ClientJsonRpcMessage::Request(ref r)
+                    if matches!(r.request, ClientRequest::InitializeRequest(_))
+            );
+            Ok((Request::from_parts(parts, Full::new(bytes)), initialize))
         }
         // A notification nothing can use: accepted, as rmcp accepts notifications.
         Ok(Frame::Skip) => Err(plain(StatusCode::ACCEPTED, "")),
@@ -266,6 +372,24 @@ mod tests {
         assert_eq!(own_origins("[::1]:1".parse().unwrap()).len(), 3);
         assert!(own_origins("0.0.0.0:4242".parse().unwrap()).is_empty());
         assert!(own_origins("192.0.2.1:4242".parse().unwrap()).is_empty());
+    }
+
+    /// Waits double from the first to the cap and start again after a success; only running
+    /// out of descriptors or memory counts as exhaustion.
+    #[test]
+    fn accept_backoff_doubles_to_its_cap() {
+        let mut b = AcceptBackoff::default();
+        let waits: Vec<Duration> = (0..10).map(|_| b.next_wait()).collect();
+        assert_eq!(waits[0], ACCEPT_BACKOFF_FIRST);
+        assert_eq!(waits[1], ACCEPT_BACKOFF_FIRST * 2);
+        assert!(waits.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(waits[9], ACCEPT_BACKOFF_MAX);
+        b.reset();
+        assert_eq!(b.next_wait(), ACCEPT_BACKOFF_FIRST);
+        let emfile = std::io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
+        assert!(is_resource_exhaustion(&emfile));
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(!is_resource_exhaustion(&reset));
     }
 
     /// Every connection the listener hands to hyper has Nagle's algorithm off.

@@ -24,6 +24,7 @@ pub mod http;
 pub mod logging;
 pub mod mapping;
 pub mod progress;
+pub mod sessions;
 pub mod stdio;
 
 use std::net::SocketAddr;

@@ -1,0 +1,245 @@
+//! The HTTP front door under load: a listener out of descriptors waits instead of spinning,
+//! and serves again once descriptors are free.
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::mcp_frames::Http;
+use crate::support::template_config;
+
+/// CPU time (user + system, in clock ticks of 10 ms) a process has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which ends with the last ')'): utime is the 12th, stime
+    // the 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+fn initialize() -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "front-door", "version": "0"}}}),
+    )
+    .unwrap()
+}
+
+/// A server whose descriptors are all taken by idle connections (descriptor limit 128, 160
+/// connections) uses under a fifth of a core while the rest wait in the backlog (the listener
+/// backs off on `EMFILE`; it spun at about 60% before), and answers again once they close.
+#[test]
+fn an_accept_loop_out_of_descriptors_backs_off() {
+    let (_dir, config) = template_config();
+    let http = Http::start_limited(&config, Some(128));
+    let pid = http.server.child.id();
+    let (status, _, _) = http.post(&initialize(), None);
+    assert_eq!(status, 200);
+
+    let idle: Vec<TcpStream> = (0..160)
+        .map(|_| TcpStream::connect(&http.addr).unwrap())
+        .collect();
+    // Let the server take what it can and reach the state where accept fails.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used < 40,
+        "{used} ticks of CPU in 2 s with its descriptors exhausted"
+    );
+
+    drop(idle);
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _, _) = http.post(&initialize(), None);
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the server never answered again ({status})"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Bearer tokens of two principals: alice's session is attacked with mallory's token.
+const ALICE: &str = "front-door-alice-token";
+const MALLORY: &str = "front-door-mallory-token";
+
+/// A config with the template component and the two tokens.
+fn two_principals() -> (tempfile::TempDir, std::path::PathBuf) {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let token = |t: &str, who: &str| {
+        format!(
+            "[[serve.token]]\nsha256 = \"{}\"\nprincipal = \"{who}\"\ntenant = \"{who}-corp\"\n",
+            hex::encode(Sha256::digest(t.as_bytes()))
+        )
+    };
+    let text = format!(
+        "data_dir = {data}\n{alice}{mallory}\n[[component]]\npath = {template}\n",
+        data = crate::support::own_data(),
+        alice = token(ALICE, "alice"),
+        mallory = token(MALLORY, "mallory"),
+        template = crate::support::toml_path(&crate::support::guest("template")),
+    );
+    let path = dir.path().join("toolhost.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// One raw HTTP/1.1 exchange with /mcp: the status, the session header and the body.
+fn exchange(
+    addr: &str,
+    method: &str,
+    token: &str,
+    session: Option<&str>,
+    body: &[u8],
+) -> (u16, Option<String>, String) {
+    use std::io::{Read, Write};
+    let mut sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(s) = session {
+        head.push_str(&format!(
+            "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
+        ));
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).unwrap();
+    sock.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    // A GET stream stays open: what arrived before the read timed out is enough.
+    let _ = sock.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let session = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_string())
+    });
+    (status, session, body.to_string())
+}
+
+fn rpc(id: u64, method: &str, params: serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .unwrap()
+}
+
+fn greet_call(id: u64) -> Vec<u8> {
+    rpc(
+        id,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+    )
+}
+
+/// Every HTTP request of a session must come from the identity that initialized it: with
+/// alice's session id, mallory's requests, notifications, POSTed responses, GET stream and
+/// DELETE all get 404 (as an unknown session does) — including a request sent before alice's
+/// first one, which no longer binds the session — and alice's session works throughout.
+#[test]
+fn a_session_answers_only_the_principal_that_initialized_it() {
+    let (_dir, config) = two_principals();
+    let http = Http::start(&config);
+    let addr = http.addr.as_str();
+    let (status, session, _) = exchange(addr, "POST", ALICE, None, &initialize());
+    assert_eq!(status, 200);
+    let session = session.expect("initialize names the session");
+    let s = Some(session.as_str());
+
+    // Before alice's first request: mallory tries to take the session over.
+    let (status, _, _) = exchange(addr, "POST", MALLORY, s, &greet_call(2));
+    assert_eq!(status, 404, "a request with another principal's session");
+    let initialized =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .unwrap();
+    assert_eq!(exchange(addr, "POST", ALICE, s, &initialized).0, 202);
+    let (status, _, body) = exchange(addr, "POST", ALICE, s, &greet_call(3));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Hello, x!"), "{body}");
+
+    let cancel = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 3}}),
+    )
+    .unwrap();
+    let answer = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 0,
+        "result": {"action": "accept", "content": {"approve": true}}}))
+    .unwrap();
+    for (method, body) in [
+        ("POST", cancel.as_slice()),
+        ("POST", answer.as_slice()),
+        ("GET", b"".as_slice()),
+        ("DELETE", b"".as_slice()),
+    ] {
+        let (status, _, text) = exchange(addr, method, MALLORY, s, body);
+        assert_eq!(
+            status,
+            404,
+            "{method} {}: {text}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    let (status, _, body) = exchange(addr, "POST", ALICE, s, &greet_call(4));
+    assert_eq!(status, 200, "alice's session after the attempts: {body}");
+    let (status, _, _) = exchange(addr, "DELETE", ALICE, s, b"");
+    assert!(
+        (200..300).contains(&status),
+        "alice ends her session: {status}"
+    );
+    assert_eq!(exchange(addr, "POST", ALICE, s, &greet_call(5)).0, 404);
+}
+
+/// A `tools/call` without a session is refused (400) and runs nothing; sessions are made by
+/// `initialize` only.
+#[test]
+fn a_call_without_a_session_is_refused() {
+    let (_dir, config) = two_principals();
+    let http = Http::start(&config);
+    let (status, session, body) = exchange(&http.addr, "POST", ALICE, None, &greet_call(1));
+    assert_eq!(status, 400, "{body}");
+    assert!(session.is_none());
+    assert!(!body.contains("Hello"), "{body}");
+}
+
+/// One principal holds at most 32 sessions (the 33rd `initialize` is 429, and grows nothing),
+/// another principal still opens one, and ending a session makes room again.
+#[test]
+fn sessions_per_principal_are_capped() {
+    use toolhost::serve::sessions::MAX_SESSIONS_PER_PRINCIPAL;
+    let (_dir, config) = two_principals();
+    let http = Http::start(&config);
+    let addr = http.addr.as_str();
+    let mut sessions = Vec::new();
+    for _ in 0..MAX_SESSIONS_PER_PRINCIPAL {
+        let (status, session, _) = exchange(addr, "POST", MALLORY, None, &initialize());
+        assert_eq!(status, 200);
+        sessions.push(session.unwrap());
+    }
+    let (status, session, _) = exchange(addr, "POST", MALLORY, None, &initialize());
+    assert_eq!(status, 429);
+    assert!(session.is_none());
+    let (status, _, _) = exchange(addr, "POST", ALICE, None, &initialize());
+    assert_eq!(status, 200, "another principal is not held back");
+    let (status, _, _) = exchange(addr, "DELETE", MALLORY, Some(&sessions[0]), b"");
+    assert!((200..300).contains(&status));
+    let (status, _, _) = exchange(addr, "POST", MALLORY, None, &initialize());
+    assert_eq!(status, 200, "an ended session makes room");
+}
