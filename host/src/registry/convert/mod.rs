@@ -78,6 +78,16 @@ pub fn exact_integer(n: &Number) -> Option<i128> {
     }
 }
 
+/// `f`, with −0 made +0. The approval digest's canonical JSON writes −0 as `0`, so a call
+/// approved for `0` must not run with −0 (nor one approved for −0 with a different value).
+fn positive_zero(f: f64) -> f64 {
+    if f == 0.0 {
+        0.0
+    } else {
+        f
+    }
+}
+
 fn integer(v: &Value, at: &At<'_>, min: i128, max: i128) -> Result<i128, Mismatch> {
     let expected = || {
         format!("expected an integer from {min} to {max}, written without a fraction or exponent")
@@ -130,12 +140,12 @@ fn val(ty: &Type, v: &Value, at: &At<'_>) -> Result<Val, Mismatch> {
                     "expected a number within the 32-bit float range",
                 ));
             }
-            Val::Float32(f as f32)
+            Val::Float32(positive_zero(f) as f32)
         }
-        Type::Float64 => Val::Float64(
+        Type::Float64 => Val::Float64(positive_zero(
             v.as_f64()
                 .ok_or_else(|| mismatch(at, "expected a number"))?,
-        ),
+        )),
         Type::Char => {
             let s = v
                 .as_str()
@@ -358,6 +368,25 @@ mod tests {
         for (ty, text, want) in cases {
             assert_eq!(to_val(&ty, &parse(text), "/n"), Ok(want), "{text}");
         }
+    }
+
+    /// `-0`, `-0.0` and `-0e3` reach a float parameter as +0: the approval digest's canonical
+    /// JSON writes −0 as 0, so the guest receives exactly the value an approval bound.
+    #[test]
+    fn negative_zero_reaches_a_float_as_zero() {
+        for text in ["-0", "-0.0", "-0e3", "0"] {
+            for ty in [Type::Float64, Type::Float32] {
+                match to_val(&ty, &parse(text), "/x").unwrap() {
+                    Val::Float64(f) => assert!(f == 0.0 && f.is_sign_positive(), "{text}"),
+                    Val::Float32(f) => assert!(f == 0.0 && f.is_sign_positive(), "{text}"),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(
+            to_val(&Type::Float64, &parse("-1.5"), "/x"),
+            Ok(Val::Float64(-1.5))
+        );
     }
 
     /// No number written with a fraction or an exponent, and no literal past the 64-bit range,
