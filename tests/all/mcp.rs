@@ -232,15 +232,7 @@ pub(crate) fn http_serve(config: &Path) -> HttpServer {
 
 /// [`http_serve`] with the server's descriptor limit set to `nofile`.
 pub(crate) fn http_serve_limited(config: &Path, nofile: Option<u32>) -> HttpServer {
-    let mut command = match nofile {
-        None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
-        Some(n) => {
-            let mut c = Command::new("bash");
-            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")])
-                .arg(env!("CARGO_BIN_EXE_toolhost"));
-            c
-        }
-    };
+    let mut command = crate::support::toolhost_command(nofile);
     let mut child = command
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(config)

@@ -231,10 +231,10 @@ pub fn serve_stdio(config: &Path) -> std::process::Child {
     serve_stdio_limited(config, None)
 }
 
-/// [`serve_stdio`], started with its descriptor limit (soft and hard) set to `nofile`.
-pub fn serve_stdio_limited(config: &Path, nofile: Option<u32>) -> std::process::Child {
-    use std::process::Stdio;
-    let mut command = match nofile {
+/// A `Command` for the real binary; with `nofile`, started with its descriptor limit (soft and
+/// hard) set to that.
+pub fn toolhost_command(nofile: Option<u32>) -> Command {
+    match nofile {
         None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
         Some(n) => {
             let mut c = Command::new("bash");
@@ -242,7 +242,13 @@ pub fn serve_stdio_limited(config: &Path, nofile: Option<u32>) -> std::process::
                 .arg(env!("CARGO_BIN_EXE_toolhost"));
             c
         }
-    };
+    }
+}
+
+/// [`serve_stdio`], started with its descriptor limit (soft and hard) set to `nofile`.
+pub fn serve_stdio_limited(config: &Path, nofile: Option<u32>) -> std::process::Child {
+    use std::process::Stdio;
+    let mut command = toolhost_command(nofile);
     command
         .args(["serve", "--config"])
         .arg(config)
