@@ -73,6 +73,11 @@ const MALLORY: &str = "front-door-mallory-token";
 
 /// A config with the template component and the two tokens.
 fn two_principals() -> (tempfile::TempDir, std::path::PathBuf) {
+    two_principals_with("")
+}
+
+/// [`two_principals`] with more lines for `[serve]`.
+fn two_principals_with(serve: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     use sha2::{Digest, Sha256};
     let dir = tempfile::tempdir().unwrap();
     let token = |t: &str, who: &str| {
@@ -82,11 +87,15 @@ fn two_principals() -> (tempfile::TempDir, std::path::PathBuf) {
         )
     };
     let text = format!(
-        "data_dir = {data}\n{alice}{mallory}\n[[component]]\npath = {template}\n",
+        "data_dir = {data}\n[serve]\n{serve}\n{alice}{mallory}\n[[component]]\npath = {template}\n\
+         {hostile}",
         data = crate::support::own_data(),
         alice = token(ALICE, "alice"),
         mallory = token(MALLORY, "mallory"),
         template = crate::support::toml_path(&crate::support::guest("template")),
+        hostile = crate::support::hostile_component(
+            "[component.tools.sleep-forever]\nlimits = { deadline_ms = 3_000 }\n"
+        ),
     );
     let path = dir.path().join("toolhost.toml");
     std::fs::write(&path, text).unwrap();
@@ -242,4 +251,131 @@ fn sessions_per_principal_are_capped() {
     assert!((200..300).contains(&status));
     let (status, _, _) = exchange(addr, "POST", MALLORY, None, &initialize());
     assert_eq!(status, 200, "an ended session makes room");
+}
+
+/// A new session of `token`'s principal: its id.
+fn open_session(addr: &str, token: &str) -> String {
+    let (status, session, _) = exchange(addr, "POST", token, None, &initialize());
+    assert_eq!(status, 200);
+    session.unwrap()
+}
+
+/// Open the GET event stream of `session` and read its head: the status and the socket (kept
+/// open by the caller).
+fn open_stream(addr: &str, token: &str, session: &str) -> (u16, TcpStream) {
+    use std::io::{Read, Write};
+    let mut sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let head = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+         Mcp-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    sock.write_all(head.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") && got.len() < 8192 {
+        match sock.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, sock)
+}
+
+/// One principal holds at most 4 GET event streams (the fifth is 429) while another still
+/// opens its own; a stream ends at `stream_lifetime_secs` (here 2 s) though the client never
+/// closes it, and its place is free again.
+#[test]
+fn event_streams_are_bounded_and_end() {
+    use std::io::Read;
+    use toolhost::serve::streams::MAX_STREAMS_PER_PRINCIPAL;
+    let (_dir, config) = two_principals_with("stream_lifetime_secs = 2");
+    let http = Http::start(&config);
+    let addr = http.addr.as_str();
+    let mut held = Vec::new();
+    for _ in 0..MAX_STREAMS_PER_PRINCIPAL {
+        let session = open_session(addr, MALLORY);
+        let (status, sock) = open_stream(addr, MALLORY, &session);
+        assert_eq!(status, 200);
+        held.push(sock);
+    }
+    let extra = open_session(addr, MALLORY);
+    let (status, _) = open_stream(addr, MALLORY, &extra);
+    assert_eq!(status, 429, "a fifth stream of one principal");
+    let alices = open_session(addr, ALICE);
+    let (status, _alice_stream) = open_stream(addr, ALICE, &alices);
+    assert_eq!(status, 200, "another principal's stream");
+
+    // The held streams end by themselves at their lifetime.
+    let started = Instant::now();
+    for mut sock in held {
+        let mut rest = Vec::new();
+        let _ = sock.read_to_end(&mut rest);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "streams ended after {took:?}"
+    );
+    let (status, _) = open_stream(addr, MALLORY, &extra);
+    assert_eq!(status, 200, "an ended stream frees its place");
+}
+
+/// A session whose idle lifetime (1 s) is shorter than a call it runs (3 s) keeps the call:
+/// the session lives past the longest tool deadline, and the client gets the call's own result
+/// (`deadline_exceeded`), not a closed session.
+#[test]
+fn a_running_call_keeps_its_session() {
+    let (_dir, config) = two_principals_with("session_idle_secs = 1");
+    let http = Http::start(&config);
+    let addr = http.addr.as_str();
+    let session = open_session(addr, ALICE);
+    let call = rpc(
+        2,
+        "tools/call",
+        json!({"name": "sleep_forever", "arguments": {}}),
+    );
+    let (status, _, body) = exchange(addr, "POST", ALICE, Some(&session), &call);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("deadline_exceeded"), "{body}");
+    let (status, _, body) = exchange(addr, "POST", ALICE, Some(&session), &greet_call(3));
+    assert_eq!(status, 200, "{body}");
+}
+
+/// 300 connections that send half a request head and wait (each would hold a slot for the
+/// 10 s header timeout) do not keep an authenticated client waiting: at most 64 unauthenticated
+/// connections wait at once, a newer one closes the longest-waiting, and the client's
+/// `initialize` is answered in well under the header timeout (it waited ~9 s before).
+#[test]
+fn half_sent_heads_do_not_starve_authenticated_clients() {
+    use std::io::Write;
+    let (_dir, config) = two_principals();
+    let http = Http::start(&config);
+    let addr = http.addr.as_str();
+    let half: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let (status, session, _) = exchange(addr, "POST", ALICE, None, &initialize());
+    let took = started.elapsed();
+    assert_eq!(status, 200);
+    assert!(session.is_some());
+    assert!(
+        took < Duration::from_secs(5),
+        "an authenticated initialize waited {took:?} behind half-sent heads"
+    );
+    drop(half);
 }

@@ -92,6 +92,8 @@ impl Config {
                 "tenant": self.serve.tenant,
                 "allowed_hosts": self.serve.allowed_hosts,
                 "allowed_origins": self.serve.allowed_origins,
+                "stream_lifetime_secs": self.serve.stream_lifetime_secs,
+                "session_idle_secs": self.serve.session_idle_secs,
                 "tokens": self.serve.tokens.iter().map(|t| json!({
                     "principal": t.principal,
                     "tenant": t.tenant,

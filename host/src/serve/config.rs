@@ -42,7 +42,27 @@ pub struct ServeConfig {
     /// Bearer tokens HTTP accepts, each bound to an identity. With none, HTTP binds loopback only.
     #[serde(default, rename = "token")]
     pub tokens: Vec<TokenConfig>,
+    /// Seconds a client's GET event stream stays open before the server ends it (the client
+    /// reconnects); an idle stream otherwise holds a connection for ever. Default 300.
+    #[serde(default = "default_stream_lifetime")]
+    pub stream_lifetime_secs: u64,
+    /// Seconds an HTTP session may go without a request before it is closed; never less than
+    /// the longest tool deadline plus a minute, so a running call keeps its session. Default
+    /// 1800.
+    #[serde(default = "default_session_idle")]
+    pub session_idle_secs: u64,
 }
+
+fn default_session_idle() -> u64 {
+    1_800
+}
+
+fn default_stream_lifetime() -> u64 {
+    300
+}
+
+/// The longest `stream_lifetime_secs` and `session_idle_secs` accepted (a day).
+pub const MAX_STREAM_LIFETIME_SECS: u64 = 86_400;
 
 impl Default for ServeConfig {
     fn default() -> Self {
@@ -52,6 +72,8 @@ impl Default for ServeConfig {
             allowed_hosts: default_hosts(),
             allowed_origins: Vec::new(),
             tokens: Vec::new(),
+            stream_lifetime_secs: default_stream_lifetime(),
+            session_idle_secs: default_session_idle(),
         }
     }
 }
@@ -101,10 +123,21 @@ impl TokenHash {
 }
 
 /// Who a session acts as: from the config (stdio) or from the bearer token (HTTP).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Identity {
     pub principal: String,
     pub tenant: String,
+}
+
+#[cfg(test)]
+impl Identity {
+    /// The identity `principal` of tenant `t`, for unit tests.
+    pub(crate) fn of_test(principal: &str) -> Identity {
+        Identity {
+            principal: principal.into(),
+            tenant: "t".into(),
+        }
+    }
 }
 
 impl ServeConfig {
@@ -142,6 +175,20 @@ impl ServeConfig {
                      \"https://app.example.com\"",
                 );
             }
+        }
+        if !(1..=MAX_STREAM_LIFETIME_SECS).contains(&self.stream_lifetime_secs) {
+            bad(
+                "serve.stream_lifetime_secs".into(),
+                "must be from 1 to 86400 seconds: an event stream that never ends holds a \
+                 connection for ever",
+            );
+        }
+        if !(1..=MAX_STREAM_LIFETIME_SECS).contains(&self.session_idle_secs) {
+            bad(
+                "serve.session_idle_secs".into(),
+                "must be from 1 to 86400 seconds: a session that never expires holds its run \
+                 for ever",
+            );
         }
         for (i, t) in self.tokens.iter().enumerate() {
             if t.principal.trim().is_empty() {

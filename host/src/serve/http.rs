@@ -1,8 +1,11 @@
 //! MCP over Streamable HTTP: a hyper HTTP/1.1 listener in front of rmcp's service.
 //!
-//! Before any MCP processing a request must pass, in order: the connection cap, the path
-//! (`/mcp`), and — when tokens are configured — a bearer token whose hash is in the config
-//! (401 otherwise). rmcp then checks `Host` (and `Origin`) against the allowlists (403), which
+//! Before any MCP processing a request must pass, in order: the connection cap (at most
+//! [`super::pending::MAX_UNAUTHENTICATED`] of them not yet authenticated), the path (`/mcp`),
+//! when tokens are configured a bearer token whose hash is in the config (401 otherwise), and
+//! the session's owner (`sessions.rs`: 404 for another identity's session, 400 for a request
+//! outside a session, 429 past the session caps). GET event streams are bounded by
+//! `streams.rs`. rmcp then checks `Host` (and `Origin`) against the allowlists (403), which
 //! stops DNS rebinding. Binding anything but loopback needs tokens.
 //!
 //! A POST body is read whole (at most [`MAX_REQUEST_BODY_BYTES`], 413 past it) and checked by
@@ -29,7 +32,9 @@ use tokio_util::sync::CancellationToken;
 use super::config::{Identity, ServeConfig};
 use super::frames::{check_body, Frame, FrameError, MAX_FRAME_BYTES};
 use super::handler::{Session, Shared};
+use super::pending::{Admission, Pending};
 use super::sessions::SessionOwners;
+use super::streams::{Bounded, StreamBudget};
 use super::ServeError;
 
 /// The one path MCP is served on.
@@ -45,6 +50,19 @@ pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request body (one JSON-RPC message) accepted: the same bound as a stdio line
 /// ([`MAX_FRAME_BYTES`], twice the pipeline's own 1 MiB argument cap).
 pub const MAX_REQUEST_BODY_BYTES: usize = MAX_FRAME_BYTES;
+
+/// Time a session outlives the longest call it may run.
+const SESSION_IDLE_MARGIN: Duration = Duration::from_secs(10);
+
+/// The idle lifetime of a session: `idle`, or longer than the longest tool deadline (rmcp
+/// counts a session whose one request is a running call as idle, and closing the session
+/// cancels the call).
+fn session_idle_lifetime(idle: Duration, longest_deadline: Option<Duration>) -> Duration {
+    longest_deadline
+        .map(|d| d + SESSION_IDLE_MARGIN)
+        .unwrap_or_default()
+        .max(idle)
+}
 
 /// Serve until `shutdown` is cancelled. `on_bound` learns the bound address (port 0 picks one).
 pub async fn serve_http(
@@ -75,7 +93,16 @@ pub async fn serve_http(
         .enforce_origin_validation();
     let fixed_identity = config.tokens.is_empty().then(|| config.local_identity());
     let factory_shared = shared.clone();
-    let manager = Arc::new(LocalSessionManager::default());
+    let longest = shared
+        .runtime
+        .registry
+        .tools()
+        .map(|t| t.limits.deadline)
+        .max();
+    let mut manager = LocalSessionManager::default();
+    let idle = Duration::from_secs(config.session_idle_secs);
+    manager.session_config.keep_alive = Some(session_idle_lifetime(idle, longest));
+    let manager = Arc::new(manager);
     let service = StreamableHttpService::new(
         move || Ok(Session::new(factory_shared.clone(), fixed_identity.clone())),
         manager.clone(),
@@ -85,8 +112,10 @@ pub async fn serve_http(
         config: config.clone(),
         service,
         owners: SessionOwners::new(manager),
+        streams: StreamBudget::default(),
     });
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let pending = Arc::new(Pending::default());
     let mut backoff = AcceptBackoff::default();
     loop {
         let permit = tokio::select! {
@@ -116,11 +145,14 @@ pub async fn serve_http(
         };
         let gate = gate.clone();
         let stop = shutdown.clone();
+        let admission = Arc::new(pending.admit());
+        let evicted = admission.evicted();
         tokio::spawn(async move {
             let _permit = permit;
             let svc = hyper::service::service_fn(move |req| {
                 let gate = gate.clone();
-                async move { Ok::<_, Infallible>(gate.handle(req).await) }
+                let admission = admission.clone();
+                async move { Ok::<_, Infallible>(gate.handle(req, &admission).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -130,6 +162,8 @@ pub async fn serve_http(
             tokio::select! {
                 _ = conn.as_mut() => {}
                 _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+                // Still unauthenticated when newer connections needed its place: closed.
+                _ = evicted.cancelled() => {}
             }
         });
     }
@@ -202,6 +236,7 @@ struct Gate {
     config: ServeConfig,
     service: StreamableHttpService<Session, LocalSessionManager>,
     owners: SessionOwners,
+    streams: StreamBudget,
 }
 
 /// The header that names a Streamable HTTP session.
@@ -210,7 +245,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 type Body = BoxBody<Bytes, Infallible>;
 
 impl Gate {
-    async fn handle(&self, mut req: Request<Incoming>) -> Response<Body> {
+    async fn handle(&self, mut req: Request<Incoming>, admission: &Admission) -> Response<Body> {
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found; MCP is served on /mcp");
         }
@@ -232,6 +267,7 @@ impl Gate {
                 }
             }
         };
+        admission.authenticated();
         let session = req
             .headers()
             .get(SESSION_HEADER)
@@ -259,6 +295,18 @@ impl Gate {
                 Ok((req, _)) => self.service.handle(req).await,
                 Err(answer) => return answer,
             }
+        } else if method == hyper::Method::GET {
+            let Some(permit) = self.streams.open(&identity) else {
+                return plain(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many open event streams: close one before opening another",
+                );
+            };
+            let lifetime = Duration::from_secs(self.config.stream_lifetime_secs);
+            self.service
+                .handle(req)
+                .await
+                .map(|body| Bounded::new(body, lifetime, permit).boxed())
         } else {
             self.service.handle(req).await
         };
@@ -390,6 +438,20 @@ mod tests {
         assert!(is_resource_exhaustion(&emfile));
         let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
         assert!(!is_resource_exhaustion(&reset));
+    }
+
+    /// A session outlives the longest call it may run, and is never shorter than the default.
+    #[test]
+    fn sessions_outlive_the_longest_call() {
+        let idle = Duration::from_secs(1_800);
+        assert_eq!(session_idle_lifetime(idle, None), idle);
+        let short = Some(Duration::from_secs(10));
+        assert_eq!(session_idle_lifetime(idle, short), idle);
+        let long = idle + Duration::from_secs(330);
+        assert_eq!(
+            session_idle_lifetime(idle, Some(long)),
+            long + SESSION_IDLE_MARGIN
+        );
     }
 
     /// Every connection the listener hands to hyper has Nagle's algorithm off.

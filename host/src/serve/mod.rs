@@ -23,9 +23,11 @@ pub mod handler;
 pub mod http;
 pub mod logging;
 pub mod mapping;
+pub mod pending;
 pub mod progress;
 pub mod sessions;
 pub mod stdio;
+pub mod streams;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

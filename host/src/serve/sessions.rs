@@ -103,10 +103,7 @@ mod tests {
     use super::*;
 
     fn who(p: &str) -> Identity {
-        Identity {
-            principal: p.into(),
-            tenant: "t".into(),
-        }
+        Identity::of_test(p)
     }
 
     /// A session answers only its owner; an unknown id answers nobody; a forgotten one is gone.
