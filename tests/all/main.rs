@@ -37,6 +37,7 @@ mod pg_restart;
 mod pg_tls;
 mod pipeline;
 mod pool;
+mod replay_owner;
 mod resources;
 mod schema_portability;
 mod support;

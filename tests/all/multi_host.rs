@@ -21,7 +21,7 @@ pub(super) struct Schema {
 }
 
 impl Schema {
-    fn new() -> Schema {
+    pub(super) fn new() -> Schema {
         let url = std::env::var("TOOLHOST_TEST_POSTGRES_URL").expect(
             "set TOOLHOST_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test) and \
              run with --ignored pg_",
@@ -33,7 +33,7 @@ impl Schema {
     }
 
     /// The `[ledger]` section that puts a host on this schema.
-    fn ledger_section(&self) -> String {
+    pub(super) fn ledger_section(&self) -> String {
         format!(
             "[ledger]\nurl = {:?}\nschema = {:?}\nlease_secs = 3\n",
             self.url, self.name

@@ -108,6 +108,27 @@ impl Ledger {
         }
     }
 
+    /// The admission digest `(run_id, call_id)` was admitted with, if it was admitted. Read-only:
+    /// the runtime asks it of a conflicting id, to tell another caller's call from a reuse.
+    pub async fn admitted_digest(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Result<Option<String>, LedgerError> {
+        if let Store::Postgres(pg) = &self.store {
+            return pg.admitted_digest(run_id, call_id).await;
+        }
+        let conn = match self.conn() {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(pg) => return pg.admitted_digest_blocking(run_id, call_id),
+        };
+        let digest = conn
+            .prepare_cached("SELECT args_digest FROM calls WHERE run_id = ?1 AND call_id = ?2")?
+            .query_row(params![run_id, call_id], |row| row.get(0))
+            .optional()?;
+        Ok(digest)
+    }
+
     /// Admit a call and mark it started in one transaction: the admission, `opening.events`
     /// (the stage decisions made before admission, with their own times) and the start mark
     /// are one commit. For a call whose stages ran before it was admitted, because the ledger

@@ -20,6 +20,7 @@ use crate::contract::{Decision, Stage};
 use crate::contract::{RunContext, ToolCall, ToolResult};
 use crate::ledger::{now_ms, Admission, Applied, Opening, PendingEvent, Write};
 
+use super::owner::{admission_digest, asked_by, same_caller};
 use super::pipeline::duplicate_call_id;
 use super::{clip, Runtime};
 
@@ -93,6 +94,11 @@ impl Runtime {
             if let Some(log) = pending.get_mut(&key) {
                 // Running in this process right now.
                 let late = match &log.late {
+                    // Another caller's call: refused whatever its arguments.
+                    Some(l) if !same_caller(&l.digest, digest) => {
+                        log.events.push(asked_by(ctx, call));
+                        Late::Foreign
+                    }
                     Some(l) if l.digest != digest && !l.found_new && !unsettled_is_conflict => {
                         Late::Unsettled
                     }
@@ -308,7 +314,11 @@ impl Runtime {
         match admission {
             Admission::Replay(recorded) => recorded,
             Admission::InFlight => self.await_original(ctx, call).await,
-            Admission::New { .. } | Admission::Conflict => duplicate_call_id(call),
+            Admission::New { .. } => duplicate_call_id(call),
+            Admission::Conflict => {
+                let (digest, _, _) = admission_digest(ctx, call);
+                self.conflict(ctx, call, &digest).await
+            }
         }
     }
 }
@@ -417,6 +427,8 @@ pub(super) enum Late {
     Duplicate,
     /// The id is running in this process with other arguments.
     Conflict,
+    /// The id is another caller's, running in this process.
+    Foreign,
     /// Another proposal with other arguments holds a claim on the id that the ledger has not
     /// answered yet (only from [`Runtime::claim`]).
     Unsettled,

@@ -52,18 +52,18 @@ fn call(arguments: serde_json::Value) -> ToolCall {
 async fn race(rt: &Runtime, ctx: &RunContext, known: Result<bool, crate::ledger::LedgerError>) {
     let first = call(json!({"a": 1}));
     let claim = rt
-        .claim(ctx, &first, "d1", 10, false)
+        .claim(ctx, &first, "d1|caller", 10, false)
         .ok()
         .expect("claimed");
     let other = call(json!({"a": 2}));
     // Before the ledger answered the claim, another proposal asks the ledger itself.
     assert!(matches!(
-        rt.claim(ctx, &other, "d2", 10, false),
+        rt.claim(ctx, &other, "d2|caller", 10, false),
         Err(Late::Unsettled)
     ));
     // As after a ledger that did not know the id (another host may admit it meanwhile).
     assert!(matches!(
-        rt.claim(ctx, &other, "d2", 10, true),
+        rt.claim(ctx, &other, "d2|caller", 10, true),
         Err(Late::Conflict)
     ));
     let (late, claim) = rt.settle(ctx, &first, claim, known).await;
@@ -81,7 +81,7 @@ fn pending(rt: &Runtime) -> usize {
 async fn a_known_id_leaves_no_claim_and_keeps_the_conflict() {
     let (_dir, rt, ctx) = fresh();
     rt.ledger
-        .admit(&ctx.run_id, "c1", "t", "d1", 10)
+        .admit(&ctx.run_id, "c1", "t", "d1|caller", 10)
         .expect("admitted");
     race(&rt, &ctx, Ok(true)).await;
     assert_eq!(pending(&rt), 0);
@@ -106,11 +106,13 @@ async fn a_ledger_fault_leaves_no_claim() {
 async fn an_unanswered_claim_does_not_make_a_replay_a_conflict() {
     let (_dir, rt, ctx) = fresh();
     rt.ledger
-        .admit(&ctx.run_id, "c1", "t", "d1", 10)
+        .admit(&ctx.run_id, "c1", "t", "d1|caller", 10)
         .expect("admitted");
-    let other = rt.claim(&ctx, &call(json!({"a": 2})), "d2", 10, false);
+    let other = rt.claim(&ctx, &call(json!({"a": 2})), "d2|caller", 10, false);
     let other = other.ok().expect("claimed");
-    let (late, claim) = rt.admit_late(&ctx, &call(json!({"a": 1})), "d1", 10).await;
+    let (late, claim) = rt
+        .admit_late(&ctx, &call(json!({"a": 1})), "d1|caller", 10)
+        .await;
     assert!(matches!(late, Late::No) && claim.is_none());
     let (late, _) = rt
         .settle(&ctx, &call(json!({"a": 2})), other, Ok(true))
@@ -126,10 +128,12 @@ async fn an_unanswered_claim_on_a_new_id_is_a_conflict() {
     let (_dir, rt, ctx) = fresh();
     let first = call(json!({"a": 2}));
     let claim = rt
-        .claim(&ctx, &first, "d2", 10, false)
+        .claim(&ctx, &first, "d2|caller", 10, false)
         .ok()
         .expect("claimed");
-    let (late, none) = rt.admit_late(&ctx, &call(json!({"a": 1})), "d1", 10).await;
+    let (late, none) = rt
+        .admit_late(&ctx, &call(json!({"a": 1})), "d1|caller", 10)
+        .await;
     assert!(matches!(late, Late::Conflict) && none.is_none());
     let (late, claim) = rt.settle(&ctx, &first, claim, Ok(false)).await;
     assert!(matches!(late, Late::Claimed) && claim.is_some());
@@ -141,4 +145,23 @@ async fn an_unanswered_claim_on_a_new_id_is_a_conflict() {
         .map(|l| l.events.len())
         .sum::<usize>();
     assert_eq!(noted, 1);
+}
+
+/// Another caller's proposal on an id claimed in this process is refused `Foreign` whatever
+/// its arguments (never told to wait for the original's result), and who asked is noted on
+/// the claim.
+#[tokio::test]
+async fn another_callers_claim_is_foreign() {
+    let (_dir, rt, ctx) = fresh();
+    let first = call(json!({"a": 1}));
+    let _claim = rt
+        .claim(&ctx, &first, "d1|alice", 10, false)
+        .ok()
+        .expect("claimed");
+    for digest in ["d1|mallory", "d2|mallory", "d1"] {
+        let asked = rt.claim(&ctx, &first, digest, 10, false);
+        assert!(matches!(asked, Err(Late::Foreign)), "{digest}");
+    }
+    let noted = rt.take_pending(&ctx, &first).events;
+    assert_eq!(noted.len(), 3);
 }

@@ -14,6 +14,7 @@ mod approve;
 pub mod batch;
 mod check;
 mod limits;
+mod owner;
 mod pipeline;
 mod record;
 mod validate;

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use crate::contract::bounds::check_call;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Risk, Stage};
-use crate::ledger::{digest_bytes, Admission, CallKey, Inline, PendingEvent};
-use crate::policy::{canonical_call, Subject};
+use crate::ledger::{Admission, CallKey, Inline, PendingEvent};
+use crate::policy::Subject;
 
 use super::admission::{CallLog, Late};
 use super::limits::Refusal;
+use super::owner::{admission_digest, foreign};
 use super::{clip, Runtime};
 
 /// How soon a duplicate of a running call first checks whether the original has finished;
@@ -34,18 +35,6 @@ const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
 /// patience is.
 pub const MAX_WAITING_DUPLICATES: usize = 64;
 
-/// What admission keys a call by: the digest and size of its canonical `{tool, arguments}`,
-/// and the size of the arguments' canonical form (what the validate stage's size cap reads:
-/// the arguments are serialized once).
-fn admission_digest(call: &ToolCall) -> (String, u64, u64) {
-    let (canonical, arguments_len) = canonical_call(&call.name, &call.arguments);
-    (
-        digest_bytes(&canonical),
-        canonical.len() as u64,
-        arguments_len as u64,
-    )
-}
-
 impl Runtime {
     /// Run one proposed call through every stage. `approval_token` is what a human minted for
     /// this exact call (tool, arguments, principal, tenant, run), if any. A call whose tool name,
@@ -66,7 +55,7 @@ impl Runtime {
         }
         let _in_flight = InFlight::enter(&self.in_flight);
         // 1. admit (before anything else looks at the call)
-        let (digest, size, args_size) = admission_digest(call);
+        let (digest, size, args_size) = admission_digest(ctx, call);
         let (late, claim) = self.admit_late(ctx, call, &digest, size).await;
         match late {
             Late::Claimed => {
@@ -79,6 +68,7 @@ impl Runtime {
             }
             Late::Duplicate => return self.await_original(ctx, call).await,
             Late::Conflict => return duplicate_call_id(call),
+            Late::Foreign => return foreign(call),
             Late::Fault(detail) => {
                 return self.host_fault(call, "the host could not record this call", &detail)
             }
@@ -87,12 +77,12 @@ impl Runtime {
         }
         match self
             .ledger
-            .admit_async(call_key(ctx, call, digest, size), self.inline())
+            .admit_async(call_key(ctx, call, digest.clone(), size), self.inline())
             .await
         {
             Ok(Admission::New { .. }) => {}
             Ok(Admission::Replay(result)) => return result,
-            Ok(Admission::Conflict) => return duplicate_call_id(call),
+            Ok(Admission::Conflict) => return self.conflict(ctx, call, &digest).await,
             Ok(Admission::InFlight) => return self.await_original(ctx, call).await,
             Err(e) => {
                 return self.host_fault(call, "the host could not record this call", &e.to_string())
@@ -130,10 +120,10 @@ impl Runtime {
             return refusal.result(call);
         }
         let _in_flight = InFlight::enter(&self.in_flight);
-        let (digest, size, _) = admission_digest(call);
+        let (digest, size, _) = admission_digest(ctx, call);
         match self
             .ledger
-            .admit_async(call_key(ctx, call, digest, size), self.inline())
+            .admit_async(call_key(ctx, call, digest.clone(), size), self.inline())
             .await
         {
             Ok(Admission::New { .. }) => {
@@ -143,7 +133,8 @@ impl Runtime {
                 self.record(ctx, call, result).await
             }
             Ok(Admission::Replay(recorded)) => recorded,
-            Ok(Admission::Conflict) | Ok(Admission::InFlight) => duplicate_call_id(call),
+            Ok(Admission::Conflict) => self.conflict(ctx, call, &digest).await,
+            Ok(Admission::InFlight) => duplicate_call_id(call),
             Err(e) => self.host_fault(call, "the host could not record this call", &e.to_string()),
         }
     }
@@ -409,7 +400,7 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// The admission key of a call.
+/// The admission key of a call (its digest from [`admission_digest`], which binds the caller).
 fn call_key(ctx: &RunContext, call: &ToolCall, digest: String, size: u64) -> CallKey {
     CallKey {
         run_id: ctx.run_id.clone(),

@@ -241,6 +241,41 @@ impl PgStore {
         }
     }
 
+    /// The admission digest of `(run_id, call_id)`, if it was admitted.
+    pub async fn admitted_digest(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Result<Option<String>, LedgerError> {
+        self.run_async(self.digest_query(run_id, call_id)).await
+    }
+
+    /// [`admitted_digest`](Self::admitted_digest) on the caller's thread.
+    pub fn admitted_digest_blocking(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Result<Option<String>, LedgerError> {
+        self.run(self.digest_query(run_id, call_id))
+    }
+
+    fn digest_query(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> impl Future<Output = Result<Option<String>, LedgerError>> + Send + 'static {
+        let (c, r, k) = (self.connector(), run_id.to_owned(), call_id.to_owned());
+        async move {
+            let c = c.get().await?;
+            Ok(c.query_opt(
+                "SELECT args_digest FROM calls WHERE run_id = $1 AND call_id = $2",
+                &[&r, &k],
+            )
+            .await?
+            .map(|row| row.get::<_, String>(0)))
+        }
+    }
+
     pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
         let (c, r, k) = (self.connector(), run_id.to_owned(), call_id.to_owned());
         self.run(async move {
