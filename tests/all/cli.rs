@@ -200,3 +200,33 @@ fn a_closed_stdout_is_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// What a model chose (ids, arguments echoed in outputs) reaches a terminal with its C1
+/// controls and reordering marks escaped: stdout holds none raw, and parses to the same values.
+#[test]
+fn call_output_cannot_drive_a_terminal() {
+    let cfg = adversarial_config();
+    let hostile = "\u{9b}2J\u{202e}gpj.exe\u{200b}";
+    let args = json!({ "name": hostile }).to_string();
+    let call_id = format!("id{hostile}");
+    let out = toolhost(&[
+        "call",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--call-id",
+        &call_id,
+        "greet",
+        &args,
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        !out.stdout
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || matches!(c, '\u{202e}' | '\u{200b}')),
+        "{:?}",
+        out.stdout
+    );
+    let v = out.json();
+    assert_eq!(v["call_id"], json!(call_id));
+    assert_eq!(v["output"], json!(format!("Hello, {hostile}!")));
+}

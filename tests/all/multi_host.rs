@@ -253,7 +253,16 @@ fn pg_an_approval_token_is_single_use_across_hosts() {
     let asked = at_once(vec![call_command(&cfg, "ask", &url, None)]);
     assert_eq!(asked[0]["code"], json!("approval_required"), "{}", asked[0]);
     let handle = asked[0]["approval"]["handle"].as_str().unwrap().to_owned();
-    let minted = toolhost(&["approve", "--config", &cfg, &handle]);
+    let shown = json!({ "url": url }).to_string();
+    let minted = toolhost(&[
+        "approve",
+        "--config",
+        &cfg,
+        "--arguments",
+        &shown,
+        "--yes",
+        &handle,
+    ]);
     assert_eq!(minted.status, 0, "{}", minted.stderr);
     let token = minted.stdout.trim().to_owned();
     let first = at_once(vec![call_command(&cfg, "use-1", &url, Some(&token))]);

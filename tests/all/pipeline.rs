@@ -208,8 +208,21 @@ async fn approval_binds_to_the_exact_call_and_is_single_use() {
         .await;
     assert_eq!(r.code, Some(Code::ApprovalRequired));
     let handle = r.approval.expect("an approval request").handle;
-    let (token, record) = rt.mint_approval(&handle).unwrap();
+    // What a human is shown is what the token runs: arguments this ledger does not keep must
+    // be given, and must be the call's.
+    assert!(matches!(
+        rt.approval_call(&handle, None),
+        Err(toolhost::ApproveError::ArgumentsNeeded)
+    ));
+    let tampered = json!({"path": "alice/note.txt", "content": "other"});
+    assert!(matches!(
+        rt.approval_call(&handle, Some(&tampered)),
+        Err(toolhost::ApproveError::ArgumentsMismatch)
+    ));
+    let (record, shown) = rt.approval_call(&handle, Some(&args)).unwrap();
     assert_eq!(record.call_id, "w1");
+    assert_eq!(shown, args);
+    let token = rt.mint_approval(&handle).unwrap();
     assert!(
         rt.mint_approval(&format!("{}0", &handle)).is_err(),
         "an unrequested handle was approved"
@@ -272,7 +285,7 @@ async fn late_approval_is_expired() {
     let r = rt
         .run_call(&alice, &call("l1", "write_text", args.clone()), None)
         .await;
-    let (token, _) = rt.mint_approval(&r.approval.unwrap().handle).unwrap();
+    let token = rt.mint_approval(&r.approval.unwrap().handle).unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let r = rt
         .run_call(&alice, &call("l2", "write_text", args), Some(&token))
@@ -544,9 +557,25 @@ fn cli_approval_round_trip() {
     let v = first.json();
     assert_eq!(v["code"], json!("approval_required"));
     let handle = v["approval"]["handle"].as_str().unwrap();
-    let approve = toolhost(&["approve", "--config", cfg, handle]);
+    // This ledger keeps no arguments: the human must be shown them, so they are asked for.
+    let blind = toolhost(&["approve", "--config", cfg, handle]);
+    assert_eq!(blind.status, 2, "{}", blind.stderr);
+    assert!(blind.stderr.contains("--arguments"), "{}", blind.stderr);
+    let other = r#"{"path":"alice/cli.txt","content":"something else"}"#;
+    let wrong = approve_answering(cfg, handle, other, "yes\n");
+    assert_eq!(wrong.status, 2, "{}", wrong.stderr);
+    assert!(wrong.stdout.is_empty());
+    let refused = approve_answering(cfg, handle, args, "no\n");
+    assert_eq!(refused.status, 1, "{}", refused.stderr);
+    assert!(refused.stdout.is_empty(), "a refusal mints nothing");
+    let approve = approve_answering(cfg, handle, args, "yes\n");
     assert_eq!(approve.status, 0, "{}", approve.stderr);
     assert!(approve.stderr.contains("write_text"), "{}", approve.stderr);
+    assert!(
+        approve.stderr.contains("\"content\": \"via cli\""),
+        "{}",
+        approve.stderr
+    );
     let token = approve.stdout.trim();
     let second = toolhost(&[
         "call",
@@ -573,7 +602,7 @@ fn cli_approval_round_trip() {
         std::fs::read_to_string(e.workspace.join("alice/cli.txt")).unwrap(),
         "via cli"
     );
-    let unknown = toolhost(&["approve", "--config", cfg, "00.1"]);
+    let unknown = toolhost(&["approve", "--config", cfg, "--yes", "00.1"]);
     assert_eq!(unknown.status, 2);
     let batch_file = e.workspace.join("batch.json");
     std::fs::write(
@@ -747,4 +776,32 @@ async fn concurrent_duplicates_run_once() {
     let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
     assert_eq!(calls.len(), 4);
     assert!(calls.iter().all(|c| c.status == Some(Status::Completed)));
+}
+
+/// `toolhost approve --arguments ARGS HANDLE` with `answer` typed on its stdin.
+fn approve_answering(cfg: &str, handle: &str, args: &str, answer: &str) -> crate::support::Cli {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["approve", "--config", cfg, "--arguments", args, handle])
+        .current_dir(crate::support::repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    crate::support::Cli {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: started.elapsed(),
+    }
 }

@@ -252,7 +252,9 @@ async def scenario_approve(args: argparse.Namespace) -> dict:
         check("handle" in sc.get("approval", {}), f"no approval handle: {sc}")
         # The operator approves out of band; the same call resubmitted with the token runs once.
         minted = subprocess.run(
-            [args.binary, "approve", "--config", args.config, sc["approval"]["handle"]],
+            [args.binary, "approve", "--config", args.config, "--yes",
+             "--arguments", json.dumps({"path": "later.txt", "content": "?"}),
+             sc["approval"]["handle"]],
             capture_output=True, text=True, timeout=60)
         check(minted.returncode == 0, f"toolhost approve failed: {minted.stderr}")
         token = minted.stdout.strip()

@@ -15,21 +15,7 @@ use crate::contract::ApprovalPrompt;
 /// the SHA-256 of the whole canonical arguments is always shown.
 pub const MAX_SHOWN_ARGUMENT_BYTES: usize = 4096;
 
-/// `text` with every control or bidirectional-formatting character written as `\u{…}`.
-pub fn terminal_safe(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}')
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c);
-        if (c.is_control() && c != '\n') || bidi {
-            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+pub use crate::contract::terminal_safe;
 
 /// The arguments as a human reads them: pretty JSON, indented, cut at
 /// [`MAX_SHOWN_ARGUMENT_BYTES`] with the cut said.

@@ -93,25 +93,17 @@ pub(super) async fn run(command: Command) -> ExitCode {
             let result = rt.run_call(&ctx, &call, approval_token.as_deref()).await;
             print_result(&result)
         }
-        Command::Approve { config, handle } => {
+        Command::Approve {
+            config,
+            arguments,
+            yes,
+            handle,
+        } => {
             let rt = match load(&config) {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
-            match rt.mint_approval(&handle) {
-                Ok((token, record)) => {
-                    eprintln!(
-                        "approving tool `{}` in run `{}` (call `{}`, arguments sha256 {})",
-                        record.tool, record.run_id, record.call_id, record.args_digest
-                    );
-                    for e in record.events.iter().filter(|e| e.stage == "authorize") {
-                        eprintln!("  {}", e.detail);
-                    }
-                    out!("{token}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => usage_error(&e),
-            }
+            super::approve::approve(&rt, &handle, arguments.as_deref(), yes)
         }
         Command::Ledger { config, run } => {
             let rt = match load(&config) {

@@ -15,13 +15,18 @@
 
 /// `println!` that does not panic when stdout is closed (`toolhost tools | head`): what cannot
 /// be written is dropped, and the command ends as it would have.
+/// Print one line of the command's output (JSON, or a token) to stdout, with C1 controls and
+/// invisible reordering marks escaped (`json_terminal_safe`): ids, outputs and messages come
+/// from models and tools, and stdout is often a terminal.
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        let text = crate::contract::json_terminal_safe(&format!($($arg)*));
+        let _ = writeln!(std::io::stdout().lock(), "{text}");
     }};
 }
 
+mod approve;
 mod commands;
 mod frontends;
 mod proposals;
@@ -81,10 +86,18 @@ pub enum Command {
         /// The arguments, a JSON object.
         arguments: String,
     },
-    /// Approve a call that ended `approval_required`: print the token for its handle.
+    /// Approve a call that ended `approval_required`: show the call (tool, run, arguments),
+    /// ask for `yes`, and print the token for its handle.
     Approve {
         #[arg(long, default_value = "toolhost.toml")]
         config: PathBuf,
+        /// The call's arguments as JSON, when the ledger does not record them; checked against
+        /// the handle, so what is shown is what the token runs.
+        #[arg(long)]
+        arguments: Option<String>,
+        /// Approve without asking (for scripts that showed the call themselves).
+        #[arg(long)]
+        yes: bool,
         /// The `approval.handle` of the call's result.
         handle: String,
     },

@@ -20,6 +20,37 @@ fn clip(s: &str, max: usize) -> (&str, bool) {
     (&s[..s.floor_char_boundary(max)], true)
 }
 
+/// `text` with every control character but line feed (C0 and C1, ESC among them) and every
+/// invisible reordering or zero-width mark written as `\u{…}`: text from a model or a tool,
+/// shown to a human, can neither redraw, hide nor reorder what the human reads.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if (c.is_control() && c != '\n') || frame::is_hiding_format(c) {
+            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// JSON text (as serde_json writes it) safe for a terminal: the characters serde_json leaves
+/// raw inside strings that can drive or reorder a terminal — C1 controls and invisible
+/// reordering or zero-width marks — written as `\uXXXX` escapes. Still the same JSON value.
+pub fn json_terminal_safe(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        let raw_control = c.is_control() && !matches!(c, '\n' | '\t' | '\r');
+        if raw_control || frame::is_hiding_format(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `s` safe for an operator's terminal: control characters (escape sequences, carriage
 /// returns) and invisible reordering marks become U+FFFD, so tool text cannot rewrite the screen.
 fn printable(s: &str) -> String {
@@ -101,6 +132,31 @@ impl ToolResult {
 
 #[cfg(test)]
 mod tests {
+    /// JSON printed for a terminal carries no raw C1 control or reordering mark, and is still
+    /// the same value.
+    #[test]
+    fn json_for_a_terminal_escapes_c1_and_bidi() {
+        let hostile = "id\u{9b}31m\u{202e}evil\u{200b}\u{85}\u{7f}é";
+        let value = serde_json::json!({"call_id": hostile, "nested": [hostile]});
+        for text in [
+            value.to_string(),
+            serde_json::to_string_pretty(&value).unwrap(),
+        ] {
+            let safe = super::json_terminal_safe(&text);
+            assert!(
+                !safe
+                    .chars()
+                    .any(|c| (c.is_control() && c != '\n') || super::frame::is_hiding_format(c)),
+                "{safe}"
+            );
+            assert!(safe.contains('é'), "other characters stay");
+            let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+            assert_eq!(back, value);
+        }
+        let shown = super::terminal_safe("a\u{1b}[2J\u{9b}\u{202e}b\nc");
+        assert_eq!(shown, "a\\u{001b}[2J\\u{009b}\\u{202e}b\nc");
+    }
+
     /// Terminal control sequences and reordering marks in tool text never reach the screen line.
     #[test]
     fn screen_line_has_no_control_characters() {

@@ -243,6 +243,19 @@ fn split_handle(handle: &str) -> Result<Handle<'_>, &'static str> {
     })
 }
 
+/// Whether `handle` was issued for a call of `tool` with exactly `arguments` in `run_id` (its
+/// call binding), so a human shown those arguments is shown what the token will run.
+pub fn handle_binds_call(handle: &str, tool: &str, arguments: &Value, run_id: &str) -> bool {
+    let Ok(h) = split_handle(handle.trim()) else {
+        return false;
+    };
+    let bound = binding(
+        "call",
+        json!({"tool": tool, "arguments": arguments, "run_id": run_id}),
+    );
+    h.call == bound
+}
+
 /// A handle's approval id and expiry.
 pub fn parse_handle(handle: &str) -> Result<(String, u64), PolicyError> {
     let handle = handle.trim();

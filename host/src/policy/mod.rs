@@ -66,8 +66,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use approval::{
-    digest, needs_approval, parse_handle, request, ApprovalFailure, ApprovalKey, ApprovalMode,
-    ApprovalRequest, ApprovalSubject, APPROVAL_DOMAIN, CLOCK_SKEW_SECS,
+    digest, handle_binds_call, needs_approval, parse_handle, request, ApprovalFailure, ApprovalKey,
+    ApprovalMode, ApprovalRequest, ApprovalSubject, APPROVAL_DOMAIN, CLOCK_SKEW_SECS,
 };
 pub use canonical::{canonical_call, canonical_json};
 pub use config::{

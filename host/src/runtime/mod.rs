@@ -75,6 +75,12 @@ pub enum ApproveError {
     Ledger(#[from] crate::ledger::LedgerError),
     #[error("no call in this host's ledger asked for this approval; approve only handles from an `approval_required` result")]
     NotRequested,
+    #[error("this host does not record arguments, so it cannot show what this approval runs; pass the call's arguments with --arguments JSON (they are checked against the handle)")]
+    ArgumentsNeeded,
+    #[error(
+        "the arguments given are not the ones this approval was asked for; nothing was approved"
+    )]
+    ArgumentsMismatch,
 }
 
 /// What a runtime is built from; the config layer (`crate::config`) assembles the parts from a
@@ -116,14 +122,14 @@ impl Runtime {
         }
     }
 
-    /// What `toolhost approve HANDLE` does: find the call that asked for this approval in the
-    /// ledger (a handle nobody asked for is refused — a model could compute handles for calls
-    /// it has not made yet) and mint the token with this host's key. Returns the token and the
-    /// recorded request, for the human to see what they approve.
-    pub fn mint_approval(
+    /// The call an approval handle was asked for, with the arguments a human must see before
+    /// approving it: the recorded ones (content recording on) or `given`, either way checked
+    /// against the handle's call binding, so what is shown is what the token runs.
+    pub fn approval_call(
         &self,
         handle: &str,
-    ) -> Result<(String, crate::ledger::CallRecord), ApproveError> {
+        given: Option<&serde_json::Value>,
+    ) -> Result<(crate::ledger::CallRecord, serde_json::Value), ApproveError> {
         let (digest, _expires) = crate::policy::parse_handle(handle)?;
         let (run_id, call_id) = self
             .ledger
@@ -135,8 +141,25 @@ impl Runtime {
             .into_iter()
             .find(|c| c.call_id == call_id)
             .ok_or(ApproveError::NotRequested)?;
-        let token = self.approval_key.mint(handle)?;
-        Ok((token, record))
+        let arguments = match (given, &record.arguments) {
+            (Some(a), _) => a.clone(),
+            (None, Some(recorded)) => recorded.clone(),
+            (None, None) => return Err(ApproveError::ArgumentsNeeded),
+        };
+        if !crate::policy::handle_binds_call(handle, &record.tool, &arguments, &record.run_id) {
+            return Err(ApproveError::ArgumentsMismatch);
+        }
+        Ok((record, arguments))
+    }
+
+    /// Mint the single-use token for an approval handle some call asked for (after a human saw
+    /// [`approval_call`](Self::approval_call) and said yes).
+    pub fn mint_approval(&self, handle: &str) -> Result<String, ApproveError> {
+        let (digest, _expires) = crate::policy::parse_handle(handle)?;
+        self.ledger
+            .approval_request(&digest)?
+            .ok_or(ApproveError::NotRequested)?;
+        Ok(self.approval_key.mint(handle)?)
     }
 
     /// **Benchmarks only.** The same runtime with the ledger left out of the pipeline: no

@@ -42,12 +42,14 @@ pub fn question(p: &ApprovalPrompt) -> String {
     } else {
         String::new()
     };
+    let safe = crate::contract::terminal_safe;
     format!(
-        "Approve this tool call?\n\ntool: {}\nprincipal: {} (tenant {})\narguments: {shown}{cut}\n\
+        "Approve this tool call?\n\ntool: {}\nprincipal: {} (tenant {})\narguments: {}{cut}\n\
          arguments sha256: {}\napproval digest: {}\n\nThe approval is for this exact call, once.",
-        p.tool,
-        p.principal,
-        p.tenant,
+        safe(&p.tool),
+        safe(&p.principal),
+        safe(&p.tenant),
+        safe(shown),
         hex::encode(Sha256::digest(args.as_bytes())),
         p.digest,
     )
@@ -134,6 +136,22 @@ mod tests {
         assert!(q.contains("alice"));
         assert!(q.contains("{\"path\":\"/a\"}"));
         let _ = params(&prompt("{}".into()));
+    }
+
+    /// Controls and reordering marks from the model's arguments reach the client's human
+    /// escaped, never raw (canonical JSON leaves C1 controls and bidi marks as they are).
+    #[test]
+    fn arguments_cannot_drive_the_question() {
+        let q = question(&prompt(
+            "{\"path\":\"a\u{9b}2J\u{202e}gpj.exe\u{200b}\"}".into(),
+        ));
+        assert!(
+            !q.chars()
+                .any(|c| (c.is_control() && c != '\n')
+                    || crate::contract::frame::is_hiding_format(c)),
+            "{q:?}"
+        );
+        assert!(q.contains("\\u{009b}2J\\u{202e}gpj.exe"), "{q}");
     }
 
     /// Long arguments are cut, and the cut is said, with the digest of the whole.
