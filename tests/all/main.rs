@@ -13,6 +13,7 @@ mod cache;
 mod certs;
 mod cli;
 mod config_ui;
+mod disk;
 mod duplicates;
 mod durability;
 mod epochs;

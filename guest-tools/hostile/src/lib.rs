@@ -182,6 +182,16 @@ impl Hoard {
                 }
                 None => false,
             },
+            HoardKind::Disk => {
+                use std::io::Write;
+                let piece = vec![b'd'; 1 << 20];
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open("/hoard/fill.bin")
+                    .and_then(|mut f| f.write_all(&piece))
+                    .is_ok()
+            }
             HoardKind::Pollables => {
                 let hour = 3_600_000_000_000;
                 self.pollables

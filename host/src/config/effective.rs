@@ -16,6 +16,7 @@ fn limits(l: &Limits) -> Value {
         "memory_bytes": l.memory_bytes,
         "table_elements": l.table_elements,
         "output_bytes": l.output_bytes,
+        "disk_reserve_bytes": l.disk_reserve_bytes,
     })
 }
 

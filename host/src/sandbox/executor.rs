@@ -1,6 +1,8 @@
 //! Runs one call: a fresh store and instance, fuel, an epoch deadline (checked every tick, which
 //! also yields so cancellation is seen) and an async wall-clock timeout, the memory and table limiter, captured output — and says which limit ended it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -10,6 +12,7 @@ use wasmtime_wasi_http::WasiHttpCtx;
 
 use crate::contract::LiveSinks;
 
+use super::disk::DiskWatch;
 use super::engine::{deadline_ticks, EPOCH_TICK};
 use super::grant::{build_wasi, Caller, Grant};
 use super::host_api::Reports;
@@ -77,6 +80,11 @@ impl Sandbox {
         live: LiveSinks,
     ) -> Execution {
         let started = Instant::now();
+        let disk = DiskWatch::of(grant, limits.disk_reserve_bytes);
+        if let Some(d) = disk.as_ref().filter(|d| d.below_reserve()) {
+            let over = Fault::HostResourcesExceeded(HostBudgetError::Disk(d.reserve()));
+            return ended_before_start(over, started);
+        }
         let (wasi, captured) = match build_wasi(grant, caller, limits.output_bytes) {
             Ok(w) => w,
             Err(e) => return setup_failure(e, started),
@@ -106,8 +114,14 @@ impl Sandbox {
         // the async timeout and cancellation are observed even while the guest computes.
         let mut remaining = deadline_ticks(limits.deadline);
         let stop = cancel.clone();
+        let disk_full = Arc::new(AtomicBool::new(false));
+        let full = disk_full.clone();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
+            if disk.as_ref().is_some_and(DiskWatch::below_reserve) {
+                full.store(true, Ordering::Relaxed);
+                return Ok(UpdateDeadline::Interrupt);
+            }
             remaining = remaining.saturating_sub(1);
             if stop.is_cancelled() || remaining == 0 {
                 Ok(UpdateDeadline::Interrupt)
@@ -127,6 +141,9 @@ impl Sandbox {
         let over_output = stdio_bytes > limits.output_bytes;
         let state = store.data();
         let outcome = match timed {
+            _ if disk_full.load(Ordering::Relaxed) => Err(Fault::HostResourcesExceeded(
+                HostBudgetError::Disk(limits.disk_reserve_bytes),
+            )),
             None => Err(Fault::Cancelled),
             Some(Err(_elapsed)) => Err(Fault::DeadlineExceeded),
             Some(Ok(_)) if over_output => Err(Fault::OutputTooLarge),
@@ -235,10 +252,16 @@ fn http_ctx() -> WasiHttpCtx {
 }
 
 fn setup_failure(e: SandboxError, started: Instant) -> Execution {
+    let fault = Fault::Setup {
+        detail: crate::contract::error_chain(&e),
+    };
+    ended_before_start(fault, started)
+}
+
+/// What a call that never started produced: its fault, and nothing else.
+fn ended_before_start(fault: Fault, started: Instant) -> Execution {
     Execution {
-        outcome: Err(Fault::Setup {
-            detail: crate::contract::error_chain(&e),
-        }),
+        outcome: Err(fault),
         fuel_consumed: 0,
         wall: started.elapsed(),
         memory_peak_bytes: 0,

@@ -61,6 +61,13 @@ impl DirSource {
         }
     }
 
+    /// The fixed directory, shared.
+    pub fn root_arc(&self) -> Arc<HostDir> {
+        match self {
+            DirSource::Fixed(d) | DirSource::PerCaller { root: d, .. } => d.clone(),
+        }
+    }
+
     /// The directory for `caller`: the fixed one, or the caller's own opened beneath the root.
     fn for_caller(&self, caller: Caller<'_>) -> Result<Option<HostDir>, SandboxError> {
         let DirSource::PerCaller { root, parts } = self else {

@@ -60,6 +60,8 @@ pub enum HostBudgetError {
     Handles(usize),
     #[error("the call held more directory listings than its budget of {0} bytes")]
     Listings(u64),
+    #[error("a file system the call may write to has less than its reserve of {0} bytes free")]
+    Disk(u64),
 }
 
 /// The host budget of one call: the listings it holds, by table entry.

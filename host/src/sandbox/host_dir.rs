@@ -87,6 +87,12 @@ impl HostDir {
         &self.path
     }
 
+    /// Bytes an unprivileged writer may still write on this directory's file system.
+    pub fn free_bytes(&self) -> std::io::Result<u64> {
+        let st = rustix::fs::fstatvfs(&self.fd)?;
+        Ok(st.f_bavail.saturating_mul(st.f_frsize))
+    }
+
     /// The path that names this open handle (and only it) for the life of the process.
     pub(crate) fn proc_path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))

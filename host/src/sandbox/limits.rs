@@ -18,6 +18,10 @@ pub const DEFAULT_TABLE_ELEMENTS: u64 = 20_000;
 /// Default output ceiling per call (stdout + stderr, and separately the returned value): 1 MiB.
 pub const DEFAULT_OUTPUT_BYTES: u64 = 1 << 20;
 
+/// Default free space a call's writable grants must leave on their file systems: 256 MiB, for
+/// the ledger, the logs and every other caller sharing the disk.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 << 20;
+
 /// Hard caps no configuration may exceed: they bound what one call can take from the host.
 pub const MAX_FUEL: u64 = 1_000_000_000_000;
 /// One hour: longer calls belong in a job system, not an agent step.
@@ -42,6 +46,9 @@ pub struct Limits {
     pub table_elements: u64,
     /// Output ceiling: stdout + stderr together, and the returned value (as JSON) separately.
     pub output_bytes: u64,
+    /// Free space, bytes, a call with writable grants must leave on each of their file
+    /// systems: it does not start below it, and is stopped when it writes past it.
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for Limits {
@@ -52,6 +59,7 @@ impl Default for Limits {
             memory_bytes: DEFAULT_MEMORY_BYTES,
             table_elements: DEFAULT_TABLE_ELEMENTS,
             output_bytes: DEFAULT_OUTPUT_BYTES,
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
         }
     }
 }
@@ -65,6 +73,7 @@ impl Limits {
             memory_bytes,
             table_elements,
             output_bytes,
+            disk_reserve_bytes,
         } = *o;
         Limits {
             fuel: fuel.unwrap_or(self.fuel),
@@ -72,6 +81,7 @@ impl Limits {
             memory_bytes: memory_bytes.unwrap_or(self.memory_bytes),
             table_elements: table_elements.unwrap_or(self.table_elements),
             output_bytes: output_bytes.unwrap_or(self.output_bytes),
+            disk_reserve_bytes: disk_reserve_bytes.unwrap_or(self.disk_reserve_bytes),
         }
     }
 }
@@ -85,6 +95,7 @@ pub struct LimitsOverride {
     pub memory_bytes: Option<u64>,
     pub table_elements: Option<u64>,
     pub output_bytes: Option<u64>,
+    pub disk_reserve_bytes: Option<u64>,
 }
 
 impl LimitsOverride {
@@ -103,6 +114,7 @@ impl LimitsOverride {
         check("memory_bytes", self.memory_bytes, 65_536, MAX_MEMORY_BYTES);
         check("table_elements", self.table_elements, 1, MAX_TABLE_ELEMENTS);
         check("output_bytes", self.output_bytes, 1, MAX_OUTPUT_BYTES);
+        check("disk_reserve_bytes", self.disk_reserve_bytes, 0, u64::MAX);
     }
 }
 

@@ -5,6 +5,7 @@
 //! gives back component values or a [`Fault`] that says which limit ended the call.
 
 mod descriptors;
+mod disk;
 mod engine;
 mod executor;
 mod grant;

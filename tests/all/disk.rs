@@ -1,0 +1,126 @@
+//! A tool that fills the disk its writable grant shares with the data directory leaves the
+//! reserve: the call is stopped `host_resources_exceeded`, no writable call starts below the
+//! reserve, the ledger (on the same file system) keeps recording, and other calls are served.
+//! On a 64 MiB tmpfs mounted for the test (the test runs as root, as CI does here).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::json;
+use toolhost::sandbox::{Fault, HostBudgetError};
+use toolhost::{Code, EpochMode, Runtime, Status, ToolCall};
+use wasmtime::component::Val;
+
+use crate::support::{guest, hostile_component, shared_cache, toml_path};
+
+const MIB: u64 = 1 << 20;
+const RESERVE: u64 = 16 * MIB;
+
+/// A tmpfs of `size_mib` mounted at a fresh directory, unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size_mib: u64) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount runs");
+        assert!(
+            status.success(),
+            "mounting a tmpfs needs root (CI runs as root)"
+        );
+        Tmpfs { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn free(&self) -> u64 {
+        let st = rustix::fs::statvfs(self.path()).unwrap();
+        st.f_bavail * st.f_frsize
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+fn runtime_on(fs: &Tmpfs) -> (PathBuf, Runtime) {
+    let hoard = fs.path().join("hoard");
+    std::fs::create_dir(&hoard).unwrap();
+    let config = fs.path().join("toolhost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {data}\n\n[limits]\ndeadline_ms = 30_000\ndisk_reserve_bytes = {RESERVE}\n\n\
+             [[component]]\npath = {template}\n\n{hostile}[component.tools.hoard]\n\
+             fs = [{{ host = {hoard}, guest = \"/hoard\", mode = \"rw\" }}]\n",
+            data = toml_path(&fs.path().join("data")),
+            template = toml_path(&guest("template")),
+            hostile = hostile_component(""),
+            hoard = toml_path(&hoard),
+        ),
+    )
+    .unwrap();
+    let mut loaded = toolhost::Config::load(&config).expect("config loads");
+    loaded.cache_dir = Some(shared_cache());
+    let rt = Runtime::from_loaded(&loaded, EpochMode::Ticker).expect("runtime");
+    (hoard, rt)
+}
+
+fn fill(count: u32) -> [Val; 3] {
+    [Val::Enum("disk".into()), Val::U32(count), Val::U32(0)]
+}
+
+/// Filling the shared disk stops at the reserve; below it no writable call starts; the
+/// ledger on the same disk records the calls that still run; freeing space lets writes run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filling_the_disk_leaves_the_reserve() {
+    let fs = Tmpfs::mount(64);
+    let (hoard, rt) = runtime_on(&fs);
+    let tool = rt.registry.get("hoard").unwrap();
+    let full = Err(Fault::HostResourcesExceeded(HostBudgetError::Disk(RESERVE)));
+
+    let exec = rt.execute(tool, &fill(1_000)).await;
+    assert_eq!(exec.outcome, full, "a call writing 1 GiB into 64 MiB");
+    let left = fs.free();
+    assert!(left >= RESERVE / 2, "only {} MiB left", left / MIB);
+    assert!(left < RESERVE, "{} MiB left", left / MIB);
+
+    let exec = rt.execute(tool, &fill(1)).await;
+    assert_eq!(
+        exec.outcome, full,
+        "no writable call starts below the reserve"
+    );
+
+    let ctx = rt.context("alice", "acme");
+    let call = |id: &str, name: &str, arguments| ToolCall {
+        call_id: id.into(),
+        name: name.into(),
+        arguments,
+    };
+    let r = rt
+        .run_call(&ctx, &call("g", "greet", json!({"name": "x"})), None)
+        .await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    let args = json!({"kind": "disk", "count": 1, "hold-ms": 0});
+    let r = rt.run_call(&ctx, &call("h", "hoard", args), None).await;
+    assert_eq!(r.code, Some(Code::HostResourcesExceeded), "{r:?}");
+    let recorded = rt.ledger.calls(Some(&ctx.run_id)).unwrap();
+    assert_eq!(
+        recorded.len(),
+        2,
+        "the ledger on the full disk still records"
+    );
+
+    std::fs::remove_file(hoard.join("fill.bin")).unwrap();
+    let exec = rt.execute(tool, &fill(2)).await;
+    assert_eq!(exec.outcome.unwrap(), vec![Val::U64(2)]);
+}
