@@ -73,6 +73,7 @@ mod recovery;
 mod schema;
 mod sqlite;
 mod tokens;
+pub use tokens::TokenSpend;
 mod transcript;
 mod write;
 

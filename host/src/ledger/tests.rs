@@ -347,14 +347,15 @@ fn reopened_ledger_replays_a_completed_call() {
 #[test]
 fn tokens_are_single_use_across_reopen() {
     let (_d, path, l) = ledger(LedgerOptions::default());
-    assert!(l.consume_token("tok-1", 2_000_000_000).unwrap());
-    assert!(!l.consume_token("tok-1", 2_000_000_000).unwrap());
-    assert!(l.consume_token("tok-2", 1_000).unwrap());
+    let spend = |l: &Ledger, id: &str, at: i64| l.consume_token(id, at).unwrap();
+    assert_eq!(spend(&l, "tok-1", 2_000_000_000), TokenSpend::Spent);
+    assert_eq!(spend(&l, "tok-1", 2_000_000_000), TokenSpend::AlreadySpent);
+    assert_eq!(spend(&l, "tok-2", 1_000), TokenSpend::Spent);
     drop(l);
     let l = Ledger::open(&path, LedgerOptions::default()).unwrap();
-    assert!(!l.consume_token("tok-1", 2_000_000_000).unwrap());
+    assert_eq!(spend(&l, "tok-1", 2_000_000_000), TokenSpend::AlreadySpent);
     assert_eq!(l.prune_used_tokens(1_500).unwrap(), 1);
-    assert!(!l.consume_token("tok-1", 2_000_000_000).unwrap());
+    assert_eq!(spend(&l, "tok-1", 2_000_000_000), TokenSpend::AlreadySpent);
 }
 
 /// Eight threads admitting the same call through one shared ledger: exactly one `New`.

@@ -1,17 +1,35 @@
 //! Single-use approval tokens: the policy module spends a token here, once, across restarts.
 //!
-//! The ledger does not judge a token (signature, binding, expiry are the policy's business); it
-//! only remembers which token ids were spent. The expiry is kept so that spent tokens can be
-//! pruned once they could no longer be accepted anyway.
+//! The ledger does not judge a token's signature or binding (the policy's business); it
+//! remembers which token ids were spent, and keeps the expiry so that spent tokens can be
+//! pruned once they could no longer be accepted anyway. On PostgreSQL it also judges the expiry
+//! by the database's clock when the token is spent: hosts share one ledger but not one clock,
+//! and a host whose clock is behind would otherwise accept a token past its expiry. (SQLite's
+//! ledger lives on the one host whose clock the policy already used.)
+
+/// What spending a token did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenSpend {
+    /// Spent now, for the first time.
+    Spent,
+    /// Spent before (by this or any process on this ledger).
+    AlreadySpent,
+    /// Past its expiry by the ledger's clock (PostgreSQL): not spent.
+    Expired,
+}
 
 use rusqlite::{params, TransactionBehavior};
 
 use super::{now_ms, Conn, Ledger, LedgerError};
 
 impl Ledger {
-    /// Spend `token_id`: `true` the first time, `false` if it was already spent (by this or any
-    /// earlier process on this ledger). Committed before it returns.
-    pub fn consume_token(&self, token_id: &str, expires_at_unix: i64) -> Result<bool, LedgerError> {
+    /// Spend `token_id`, unless it was spent before or (PostgreSQL) the database's clock says it
+    /// expired. Committed before it returns.
+    pub fn consume_token(
+        &self,
+        token_id: &str,
+        expires_at_unix: i64,
+    ) -> Result<TokenSpend, LedgerError> {
         let mut conn = match self.conn() {
             Conn::Sqlite(conn) => conn,
             Conn::Postgres(pg) => return pg.consume_token(token_id, expires_at_unix),
@@ -24,7 +42,11 @@ impl Ledger {
             )?
             .execute(params![token_id, expires_at_unix, now_ms()])?;
         tx.commit()?;
-        Ok(inserted == 1)
+        Ok(if inserted == 1 {
+            TokenSpend::Spent
+        } else {
+            TokenSpend::AlreadySpent
+        })
     }
 
     /// Forget spent tokens that expired before `before_unix`, returning how many. Only safe if

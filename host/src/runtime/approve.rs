@@ -4,7 +4,8 @@ use crate::contract::{
     ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, ToolCall, ToolResult, Usage,
 };
 use crate::contract::{Decision, Stage};
-use crate::policy::{canonical_json, ApprovalSubject};
+use crate::ledger::TokenSpend;
+use crate::policy::{canonical_json, ApprovalFailure, ApprovalSubject};
 use crate::registry::Tool;
 
 use super::pipeline::unix_now;
@@ -70,11 +71,24 @@ impl Runtime {
         };
         // The approval's id (what `used_tokens` keeps) and expiry, for the audit trail.
         let mut spent = String::new();
+        let mut expired_by_ledger = false;
         let consume = |id: &str, expires: i64| {
             spent = format!("approval {id}, expires at {expires}");
-            self.ledger.consume_token(id, expires).unwrap_or(false)
+            match self.ledger.consume_token(id, expires) {
+                Ok(TokenSpend::Spent) => true,
+                Ok(TokenSpend::Expired) => {
+                    expired_by_ledger = true;
+                    false
+                }
+                Ok(TokenSpend::AlreadySpent) | Err(_) => false,
+            }
         };
-        match self.approval_key.verify(token, &subject, now, consume) {
+        let verified = match self.approval_key.verify(token, &subject, now, consume) {
+            // The ledger's clock (PostgreSQL: one for every host) says it expired.
+            Err(ApprovalFailure::Reused) if expired_by_ledger => Err(ApprovalFailure::Expired),
+            v => v,
+        };
+        match verified {
             Ok(()) => {
                 if approved_through.is_empty() {
                     approved_through = format!("by a token passed with the call ({spent})");

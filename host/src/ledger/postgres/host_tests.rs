@@ -7,7 +7,7 @@ use std::sync::Barrier;
 use super::tests::{key, ledger, TestSchema};
 use super::*;
 use crate::contract::{Status, ToolResult};
-use crate::ledger::{Admission, LedgerError, Write};
+use crate::ledger::{Admission, LedgerError, TokenSpend, Write};
 
 /// Through the ledger's own API on two hosts: an approval token spent on one is refused on
 /// the other, and each host reads the calls the other recorded.
@@ -16,9 +16,32 @@ use crate::ledger::{Admission, LedgerError, Write};
 fn pg_tokens_and_reads_are_shared_between_hosts() {
     let db = TestSchema::new();
     let (a, b) = (ledger(&db), ledger(&db));
-    assert!(a.consume_token("tok-1", i64::MAX).unwrap());
-    assert!(!b.consume_token("tok-1", i64::MAX).unwrap());
-    assert!(!a.consume_token("tok-1", i64::MAX).unwrap());
+    assert_eq!(
+        a.consume_token("tok-1", i64::MAX).unwrap(),
+        TokenSpend::Spent
+    );
+    assert_eq!(
+        b.consume_token("tok-1", i64::MAX).unwrap(),
+        TokenSpend::AlreadySpent
+    );
+    assert_eq!(
+        a.consume_token("tok-1", i64::MAX).unwrap(),
+        TokenSpend::AlreadySpent
+    );
+    // Expiry by the database's clock, whatever the host's: a token 10 s past it is not spent
+    // (a host whose clock is 30 s behind would still think it valid).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert_eq!(
+        a.consume_token("late", now - 10).unwrap(),
+        TokenSpend::Expired
+    );
+    assert_eq!(
+        a.consume_token("late", now + 60).unwrap(),
+        TokenSpend::Spent
+    );
     assert_eq!(
         a.admit("run", "c1", "add", "d1", 7).unwrap(),
         Admission::New { seq: 1 }
