@@ -194,6 +194,7 @@ impl Config {
             crate::policy::validate(policy, &mut p);
         }
         self.serve.validate(&mut p);
+        self.caller_directory_problems(&mut p);
         self.agent.validate(&mut p);
         for (i, c) in self.components.iter().enumerate() {
             c.limits.validate(&format!("component[{i}].limits"), &mut p);
@@ -203,6 +204,47 @@ impl Config {
             }
         }
         p
+    }
+
+    /// With a `{principal}` or `{tenant}` grant, every identity the config names must be usable
+    /// as one directory name, or its calls would fail only when they run.
+    fn caller_directory_problems(&self, p: &mut Vec<ConfigProblem>) {
+        let uses = |part: &str| {
+            self.components.iter().any(|c| {
+                c.fs.iter()
+                    .chain(c.tools.values().flat_map(|t| t.fs.iter().flatten()))
+                    .any(|g| g.host.components().any(|x| x.as_os_str() == part))
+            })
+        };
+        let (principal, tenant) = (uses("{principal}"), uses("{tenant}"));
+        let mut named = vec![
+            (
+                "serve.principal".to_string(),
+                &self.serve.principal,
+                principal,
+            ),
+            ("serve.tenant".to_string(), &self.serve.tenant, tenant),
+        ];
+        for (i, t) in self.serve.tokens.iter().enumerate() {
+            named.push((
+                format!("serve.token[{i}].principal"),
+                &t.principal,
+                principal,
+            ));
+            named.push((format!("serve.token[{i}].tenant"), &t.tenant, tenant));
+        }
+        for (key, name, needed) in named {
+            if needed && crate::sandbox::check_caller_name(name).is_err() {
+                p.push(ConfigProblem::new(
+                    key,
+                    format!(
+                        "{name:?} cannot name the directory a `{{principal}}`/`{{tenant}}` grant \
+                         opens for it; use 1 to 128 of A-Z a-z 0-9 . _ - @ +, not starting \
+                         with `.`"
+                    ),
+                ));
+            }
+        }
     }
 
     /// What in the config names a tool that is not among `tools`: a policy rule's exact tool
