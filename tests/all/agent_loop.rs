@@ -368,7 +368,9 @@ async fn a_response_past_the_size_cap_is_not_retried() {
     assert_eq!(server.requests().len(), 1);
 }
 
-/// One connection serves every step of a run (keep-alive), not one handshake per request.
+/// One connection serves every step of a run (keep-alive), not one handshake per request. (The
+/// client's pool may start a second connect while the first connection is being checked back
+/// in, and then use the first: which connections carried the requests is what is asserted.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_connection_serves_the_whole_run() {
     let server = scripted(
@@ -382,8 +384,12 @@ async fn one_connection_serves_the_whole_run() {
     .await;
     let r = run(&server, AgentConfig::default(), true, 0).await;
     assert_eq!(r.summary.stopped_by, StopReason::Finished);
-    assert_eq!(server.requests().len(), 3);
-    assert_eq!(server.connections(), 1);
+    let carried: Vec<usize> = server.requests().iter().map(|s| s.connection).collect();
+    assert_eq!(
+        carried,
+        vec![carried[0]; 3],
+        "each step on its own connection: {carried:?}"
+    );
 }
 
 /// A stream with a byte-order mark and bare CR line endings (both allowed by the SSE format),

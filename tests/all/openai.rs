@@ -37,6 +37,8 @@ pub enum Reply {
 pub struct Seen {
     pub authorization: Option<String>,
     pub body: Value,
+    /// Which accepted connection (0, 1, …) the request came on.
+    pub connection: usize,
 }
 
 type Fallback = Arc<dyn Fn(usize) -> Reply + Send + Sync>;
@@ -44,7 +46,6 @@ type Fallback = Arc<dyn Fn(usize) -> Reply + Send + Sync>;
 pub struct Scripted {
     pub port: u16,
     pub seen: Arc<Mutex<Vec<Seen>>>,
-    connections: Arc<AtomicUsize>,
 }
 
 impl Scripted {
@@ -55,11 +56,6 @@ impl Scripted {
     pub fn requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
-
-    /// TCP connections accepted so far.
-    pub fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
 }
 
 /// Serve `script` in order, then `fallback(request_number)` (0-based) for every later request.
@@ -67,28 +63,23 @@ pub async fn scripted(script: Vec<Reply>, fallback: Option<Fallback>) -> Scripte
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let connections = Arc::new(AtomicUsize::new(0));
+    let accepted = AtomicUsize::new(0);
     let state = Arc::new(Server {
         log: seen.clone(),
         script: Mutex::new(std::collections::VecDeque::from(script)),
         fallback,
         n: AtomicUsize::new(0),
     });
-    let accepted = connections.clone();
     tokio::spawn(async move {
         loop {
             let Ok((sock, _)) = listener.accept().await else {
                 return;
             };
-            accepted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(serve_connection(sock, state.clone()));
+            let connection = accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve_connection(sock, connection, state.clone()));
         }
     });
-    Scripted {
-        port,
-        seen,
-        connections,
-    }
+    Scripted { port, seen }
 }
 
 struct Server {
@@ -99,12 +90,13 @@ struct Server {
 }
 
 /// Requests on one connection, in turn, for as long as the replies leave it open.
-async fn serve_connection(mut sock: tokio::net::TcpStream, state: Arc<Server>) {
+async fn serve_connection(mut sock: tokio::net::TcpStream, connection: usize, state: Arc<Server>) {
     // A bound on requests per connection keeps the loop finite.
     for _ in 0..10_000 {
-        let Some(seen) = read_request(&mut sock).await else {
+        let Some(mut seen) = read_request(&mut sock).await else {
             return;
         };
+        seen.connection = connection;
         state.log.lock().unwrap().push(seen);
         let n = state.n.fetch_add(1, Ordering::SeqCst);
         let next = state.script.lock().unwrap().pop_front();
@@ -162,6 +154,7 @@ async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<Seen> {
     }
     let body = serde_json::from_slice(&buf[head_end..head_end + len]).ok()?;
     Some(Seen {
+        connection: 0,
         authorization: header("authorization"),
         body,
     })
