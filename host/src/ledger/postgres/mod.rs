@@ -25,6 +25,7 @@ mod limits;
 mod schema;
 mod store;
 mod tls;
+mod tokens;
 
 #[cfg(test)]
 mod host_tests;

@@ -23,7 +23,6 @@ use super::super::{now_ms, CallRecord, LedgerError};
 use super::lease::{lease_ms, prune_groups, prune_hosts, recover, renew};
 use super::PgConfig;
 use crate::contract::ToolResult;
-use crate::ledger::TokenSpend;
 
 /// The store's connection, made again when the server dropped it (a restart, a network
 /// failure): the next query after an outage reconnects, so hosts need no restart.
@@ -295,47 +294,6 @@ impl PgStore {
                     .map(decode_result)
                     .transpose(),
             }
-        })
-    }
-
-    /// Spend a token unless it was spent before or is past its expiry by the database's clock
-    /// (one clock for every host).
-    pub fn consume_token(
-        &self,
-        token_id: &str,
-        expires_at_unix: i64,
-    ) -> Result<TokenSpend, LedgerError> {
-        let (c, t) = (self.connector(), token_id.to_owned());
-        self.run(async move {
-            let c = c.get().await?;
-            let row = c
-                .query_one(
-                    "WITH live AS (SELECT $2::BIGINT > floor(extract(epoch FROM now()))::BIGINT AS ok),
-                          ins AS (INSERT INTO used_tokens (token_id, expires_at_unix, used_at_ms)
-                                  SELECT $1, $2, $3 FROM live WHERE live.ok
-                                  ON CONFLICT (token_id) DO NOTHING RETURNING 1)
-                     SELECT (SELECT count(*) FROM ins), (SELECT ok FROM live)",
-                    &[&t, &expires_at_unix, &now_ms()],
-                )
-                .await?;
-            let (inserted, live): (i64, bool) = (row.get(0), row.get(1));
-            Ok(match (inserted, live) {
-                (1, _) => TokenSpend::Spent,
-                (_, false) => TokenSpend::Expired,
-                _ => TokenSpend::AlreadySpent,
-            })
-        })
-    }
-
-    pub fn prune_used_tokens(&self, before_unix: i64) -> Result<u64, LedgerError> {
-        let c = self.connector();
-        self.run(async move {
-            let c = c.get().await?;
-            Ok(c.execute(
-                "DELETE FROM used_tokens WHERE expires_at_unix < $1",
-                &[&before_unix],
-            )
-            .await?)
         })
     }
 
