@@ -20,7 +20,7 @@ use crate::contract::{Decision, Stage};
 use crate::contract::{RunContext, ToolCall, ToolResult};
 use crate::ledger::{now_ms, Admission, Applied, Opening, PendingEvent, Write};
 
-use super::owner::{admission_digest, asked_by, same_caller};
+use super::owner::{asked_by, same_caller};
 use super::pipeline::duplicate_call_id;
 use super::{clip, Runtime};
 
@@ -315,10 +315,7 @@ impl Runtime {
             Admission::Replay(recorded) => recorded,
             Admission::InFlight => self.await_original(ctx, call).await,
             Admission::New { .. } => duplicate_call_id(call),
-            Admission::Conflict => {
-                let (digest, _, _) = admission_digest(ctx, call);
-                self.conflict(ctx, call, &digest).await
-            }
+            Admission::Conflict => self.conflict(ctx, call).await,
         }
     }
 }

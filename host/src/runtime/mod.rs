@@ -130,11 +130,7 @@ impl Runtime {
         handle: &str,
         given: Option<&serde_json::Value>,
     ) -> Result<(crate::ledger::CallRecord, serde_json::Value), ApproveError> {
-        let (digest, _expires) = crate::policy::parse_handle(handle)?;
-        let (run_id, call_id) = self
-            .ledger
-            .approval_request(&digest)?
-            .ok_or(ApproveError::NotRequested)?;
+        let (run_id, call_id) = self.requested(handle)?;
         let record = self
             .ledger
             .calls(Some(&run_id))?
@@ -155,11 +151,17 @@ impl Runtime {
     /// Mint the single-use token for an approval handle some call asked for (after a human saw
     /// [`approval_call`](Self::approval_call) and said yes).
     pub fn mint_approval(&self, handle: &str) -> Result<String, ApproveError> {
+        self.requested(handle)?;
+        Ok(self.approval_key.mint(handle)?)
+    }
+
+    /// The `(run, call)` that asked for this approval handle; a handle nobody asked for is
+    /// refused (a model could compute handles for calls it has not made).
+    fn requested(&self, handle: &str) -> Result<(String, String), ApproveError> {
         let (digest, _expires) = crate::policy::parse_handle(handle)?;
         self.ledger
             .approval_request(&digest)?
-            .ok_or(ApproveError::NotRequested)?;
-        Ok(self.approval_key.mint(handle)?)
+            .ok_or(ApproveError::NotRequested)
     }
 
     /// **Benchmarks only.** The same runtime with the ledger left out of the pipeline: no

@@ -72,19 +72,16 @@ pub(super) fn asked_by(ctx: &RunContext, call: &ToolCall) -> PendingEvent {
 impl Runtime {
     /// The answer to an id the ledger holds with another digest: `unauthorized` when it is
     /// another caller's (noting who asked on it), `duplicate_call_id` when it is the caller's
-    /// own id reused for another call.
-    pub(super) async fn conflict(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-        digest: &str,
-    ) -> ToolResult {
+    /// own id reused for another call. A rare path: the digest is computed again here rather
+    /// than kept by every call for it.
+    pub(super) async fn conflict(&self, ctx: &RunContext, call: &ToolCall) -> ToolResult {
+        let (digest, _, _) = admission_digest(ctx, call);
         match self
             .ledger
             .admitted_digest(&ctx.run_id, &call.call_id)
             .await
         {
-            Ok(Some(theirs)) if same_caller(&theirs, digest) => duplicate_call_id(call),
+            Ok(Some(theirs)) if same_caller(&theirs, &digest) => duplicate_call_id(call),
             Ok(Some(_)) => {
                 self.append_noted(ctx, call, vec![asked_by(ctx, call)])
                     .await;

@@ -77,12 +77,12 @@ impl Runtime {
         }
         match self
             .ledger
-            .admit_async(call_key(ctx, call, digest.clone(), size), self.inline())
+            .admit_async(call_key(ctx, call, digest, size), self.inline())
             .await
         {
             Ok(Admission::New { .. }) => {}
             Ok(Admission::Replay(result)) => return result,
-            Ok(Admission::Conflict) => return self.conflict(ctx, call, &digest).await,
+            Ok(Admission::Conflict) => return self.conflict(ctx, call).await,
             Ok(Admission::InFlight) => return self.await_original(ctx, call).await,
             Err(e) => {
                 return self.host_fault(call, "the host could not record this call", &e.to_string())
@@ -123,7 +123,7 @@ impl Runtime {
         let (digest, size, _) = admission_digest(ctx, call);
         match self
             .ledger
-            .admit_async(call_key(ctx, call, digest.clone(), size), self.inline())
+            .admit_async(call_key(ctx, call, digest, size), self.inline())
             .await
         {
             Ok(Admission::New { .. }) => {
@@ -133,7 +133,7 @@ impl Runtime {
                 self.record(ctx, call, result).await
             }
             Ok(Admission::Replay(recorded)) => recorded,
-            Ok(Admission::Conflict) => self.conflict(ctx, call, &digest).await,
+            Ok(Admission::Conflict) => self.conflict(ctx, call).await,
             Ok(Admission::InFlight) => duplicate_call_id(call),
             Err(e) => self.host_fault(call, "the host could not record this call", &e.to_string()),
         }
