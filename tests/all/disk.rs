@@ -121,6 +121,16 @@ async fn filling_the_disk_leaves_the_reserve() {
     );
 
     std::fs::remove_file(hoard.join("fill.bin")).unwrap();
+    // A write the stopped call had in flight on wasmtime-wasi's blocking pool holds the file
+    // (and its space) until it finishes: wait for the space, bounded.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while fs.free() < RESERVE + 2 * MIB {
+        assert!(
+            std::time::Instant::now() < until,
+            "the space never came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let exec = rt.execute(tool, &fill(2)).await;
     assert_eq!(exec.outcome.unwrap(), vec![Val::U64(2)]);
 }
