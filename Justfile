@@ -15,15 +15,23 @@ setup:
 
 # Build every guest tool component (release, wasm32-wasip2).
 build-guests: setup
-    cd guest-tools && cargo build --target wasm32-wasip2 --release --quiet
+    @echo "just: building the guest components (wasm32-wasip2, release; minutes the first time)"
+    cd guest-tools && cargo build --target wasm32-wasip2 --release
 
 # Build the one guest the benchmarks load (a fresh clone's `just bench` skips the other eight).
 build-bench-guest: setup
     cd guest-tools && cargo build --target wasm32-wasip2 --release --quiet -p bench-tools
 
+# Build the Python and JavaScript example tools (guest-tools/polyglot) with their pinned
+# toolchains, each only when its sources changed; the host embeds their WIT.
+build-polyglot: setup-mcp
+    cargo build
+    TOOLHOST="{{justfile_directory()}}/target/debug/toolhost" bash guest-tools/polyglot/build.sh
+
 # Build the host.
 build: build-guests
-    cargo build --quiet
+    @echo "just: building the host (debug; about 5 minutes the first time on 2 cores)"
+    cargo build
 
 # The pinned MCP SDKs the MCP tests drive toolhost with: Python in .venv, TypeScript in
 # tests/mcp/ts/node_modules (npm ci again when the lock file changed).
@@ -45,7 +53,7 @@ conformance: build setup-mcp
 
 # Build guests, then run every test (unit and integration), then the MCP Inspector's strict
 # schema check and the official conformance suite against the binary the tests built.
-test: build-guests setup-mcp
+test: build-guests setup-mcp build-polyglot
     cargo test --workspace -- --test-threads 4
     if [ -n "${JSON_SCHEMA_TEST_SUITE:-}" ]; then cargo test --test all -- --ignored json_schema_suite; else echo "json_schema_suite: ignored (set JSON_SCHEMA_TEST_SUITE to the suite's directory to run it)"; fi
     if [ -n "${TOOLHOST_TEST_POSTGRES_URL:-}" ]; then cargo test --workspace -- --ignored pg_ --test-threads 4; else echo "PostgreSQL tests (pg_*): ignored (set TOOLHOST_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/test, to run them against a server; each test uses a schema of its own)"; fi

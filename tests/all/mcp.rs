@@ -115,13 +115,13 @@ tenant = "acme"
 }
 
 /// What one client run printed.
-struct Outcome {
-    facts: Value,
+pub(crate) struct Outcome {
+    pub(crate) facts: Value,
     stderr: String,
 }
 
 /// Run one scenario of the Python client to completion (bounded), asserting it passed.
-fn client(scenario: &str, args: &[&str]) -> Outcome {
+pub(crate) fn client(scenario: &str, args: &[&str]) -> Outcome {
     let mut child = Command::new(python())
         .arg(repo().join("tests/mcp/client.py"))
         .arg(scenario)

@@ -332,7 +332,46 @@ async def scenario_session_end(args: argparse.Namespace) -> dict:
         return {"elapsed_ms": int((time.monotonic() - started) * 1000)}
 
 
+async def scenario_polyglot(args: argparse.Namespace) -> dict:
+    """A Python or JavaScript tool: described from its WIT, typed results, progress, and its
+    hostile functions contained with the exact codes while the server serves on."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with connect(args) as (s, _):
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        names = {"word_counts", "first_with_prefix", "position", "spin", "balloon"}
+        check(set(tools) == names, f"tools: {sorted(tools)}")
+        check(
+            (tools["word_counts"].description or "").startswith("Count the words of `text`"),
+            f"description: {tools['word_counts'].description}",
+        )
+        text = " ".join(["b a c a"] * 750)
+        got = expect_ok(
+            await s.call_tool("word_counts", {"text": text, "top": 2}, progress_callback=on_progress),
+            "word_counts",
+        )
+        want = [{"word": "a", "count": 1500}, {"word": "b", "count": 750}]
+        check(got == {"result": want}, f"word_counts: {got}")
+        got = expect_ok(await s.call_tool("first_with_prefix", {"text": "apple banana", "prefix": "ba"}), "some")
+        check(got == {"result": "banana"}, f"first_with_prefix: {got}")
+        got = expect_ok(await s.call_tool("first_with_prefix", {"text": "apple", "prefix": "x"}), "none")
+        check(got == {"result": None}, f"first_with_prefix: {got}")
+        got = expect_ok(await s.call_tool("position", {"text": "a b c", "word": "c"}), "position")
+        check(got == {"result": 2}, f"position: {got}")
+        expect_error(await s.call_tool("position", {"text": "a b", "word": "z"}), "tool_error", "not found")
+        expect_error(await s.call_tool("spin", {}), "fuel_exhausted", "spin")
+        expect_error(await s.call_tool("balloon", {"megabytes": 512}), "memory_exceeded", "balloon")
+        got = expect_ok(await s.call_tool("position", {"text": "a b c", "word": "a"}), "after hostile")
+        check(got == {"result": 0}, f"after hostile: {got}")
+    check(len(seen) >= 1, "no progress notification arrived")
+    return {"progress": len(seen)}
+
+
 SCENARIOS = {
+    "polyglot": scenario_polyglot,
     "session_end": scenario_session_end,
     "tools": scenario_tools,
     "progress": scenario_progress,

@@ -4,38 +4,26 @@ use std::process::ExitCode;
 
 use super::frontends::{agent_run, serve};
 use super::proposals::{parse_arguments, parse_batch, run_batch};
-use super::{Command, Identity, EXIT_NOT_COMPLETED, EXIT_USAGE};
-use crate::{Code, EpochMode, Registry, Runtime, Sandbox, Status, ToolCall, ToolResult, Usage};
+use super::{Command, Identity, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
+use crate::{Code, EpochMode, Registry, Runtime, Status, ToolCall, ToolResult, Usage};
 
 pub(super) async fn run(command: Command) -> ExitCode {
     match command {
-        Command::Tools { config } => match Runtime::from_config(&config, EpochMode::Ticker) {
+        Command::Tools { source } => match load(&source) {
             Ok(rt) => {
                 warn(&rt.registry);
                 print_definitions(&rt.registry)
             }
-            Err(e) => usage_error(&e),
+            Err(code) => code,
         },
-        Command::Check { component } => {
-            let sandbox = match Sandbox::new(
-                crate::sandbox::EngineSettings {
-                    max_memory_bytes: crate::sandbox::DEFAULT_MEMORY_BYTES,
-                    max_table_elements: crate::sandbox::DEFAULT_TABLE_ELEMENTS,
-                    max_instances: 1,
-                },
-                EpochMode::Manual,
-            ) {
-                Ok(s) => s,
-                Err(e) => return usage_error(&e),
+        Command::Check { file, component } => {
+            let Some(path) = file.or(component) else {
+                return ExitCode::from(EXIT_USAGE);
             };
-            match Registry::check(&component, &sandbox) {
-                Ok(reg) => {
-                    warn(&reg);
-                    print_definitions(&reg)
-                }
-                Err(e) => usage_error(&e),
-            }
+            check(&path)
         }
+        Command::New { name, lang, dir } => super::scaffold::new_project(&name, lang, dir),
+        Command::EmbedWit { component, wit } => super::author::embed_wit(&component, &wit),
         Command::CheckConfig { config } => {
             let loaded = match crate::Config::load(&config) {
                 Ok(c) => c,
@@ -55,14 +43,14 @@ pub(super) async fn run(command: Command) -> ExitCode {
             }
         }
         Command::Call {
-            config,
+            source,
             identity,
             call_id,
             approval_token,
             tool,
             arguments,
         } => {
-            let rt = match load(&config) {
+            let rt = match load(&source) {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
@@ -94,19 +82,19 @@ pub(super) async fn run(command: Command) -> ExitCode {
             print_result(&result)
         }
         Command::Approve {
-            config,
+            source,
             arguments,
             yes,
             handle,
         } => {
-            let rt = match load(&config) {
+            let rt = match load(&source) {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
             super::approve::approve(&rt, &handle, arguments.as_deref(), yes)
         }
-        Command::Ledger { config, run } => {
-            let rt = match load(&config) {
+        Command::Ledger { source, run } => {
+            let rt = match load(&source) {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
@@ -139,22 +127,22 @@ pub(super) async fn run(command: Command) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve {
-            config,
+            source,
             http,
             principal,
             tenant,
-        } => serve(&config, http, principal, tenant).await,
+        } => serve(&source, http, principal, tenant).await,
         Command::Agent {
-            config,
+            source,
             identity,
             agent,
-        } => agent_run(&config, &identity, agent).await,
+        } => agent_run(&source, &identity, agent).await,
         Command::Batch {
-            config,
+            source,
             identity,
             file,
         } => {
-            let rt = match load(&config) {
+            let rt = match load(&source) {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
@@ -183,9 +171,27 @@ pub(super) async fn run(command: Command) -> ExitCode {
     }
 }
 
-/// Load the runtime for a config, or the exit status of a bad config.
-fn load(config: &std::path::Path) -> Result<Runtime, ExitCode> {
-    Runtime::from_config(config, EpochMode::Ticker).map_err(|e| usage_error(&e))
+/// Load the runtime for a config (or one component), or the exit status of a bad one.
+fn load(source: &Source) -> Result<Runtime, ExitCode> {
+    let config = source.config().map_err(|e| usage_error(&e))?;
+    Runtime::from_loaded(&config, EpochMode::Ticker).map_err(|e| usage_error(&e))
+}
+
+/// `toolhost check FILE`: the component loaded as `--component FILE` loads it, its compiled
+/// form saved to that cache, nothing else written (no ledger, no key).
+fn check(path: &std::path::Path) -> ExitCode {
+    let mut config = crate::Config::single_component(path);
+    // A `wasi:http` import is checked as an operator's network grant would load it (with a
+    // warning that `--component` grants no host).
+    config.components[0].network = Some(Default::default());
+    match crate::config::check(&config, EpochMode::Manual) {
+        Ok(mut checked) => {
+            checked.registry.save_cache();
+            warn(&checked.registry);
+            print_definitions(&checked.registry)
+        }
+        Err(e) => usage_error(&e),
+    }
 }
 
 pub(super) fn context(rt: &Runtime, id: &Identity) -> crate::RunContext {

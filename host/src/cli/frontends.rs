@@ -4,18 +4,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::commands::{context, usage_error, warn};
-use super::{AgentArgs, Identity, EXIT_NOT_COMPLETED, EXIT_USAGE};
+use super::{AgentArgs, Identity, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
 use crate::contract::ApproverHandle;
 use crate::{EpochMode, Runtime};
 
 /// `toolhost serve`: MCP over stdio or HTTP until stdin closes or Ctrl-C.
 pub(super) async fn serve(
-    path: &std::path::Path,
+    source: &Source,
     http: Option<std::net::SocketAddr>,
     principal: Option<String>,
     tenant: Option<String>,
 ) -> ExitCode {
-    let mut config = match crate::Config::load(path) {
+    let mut config = match source.config() {
         Ok(c) => c,
         Err(e) => return usage_error(&e),
     };
@@ -74,13 +74,9 @@ fn warn_descriptors(plan: crate::sandbox::DescriptorPlan) {
 const MAX_MESSAGES_FILE_BYTES: u64 = 4 << 20;
 
 /// `toolhost agent`: one bounded run; Ctrl-C cancels it (and its running calls).
-pub(super) async fn agent_run(
-    path: &std::path::Path,
-    identity: &Identity,
-    args: AgentArgs,
-) -> ExitCode {
+pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentArgs) -> ExitCode {
     use crate::agent::{self, StopReason};
-    let config = match crate::Config::load(path) {
+    let config = match source.config() {
         Ok(c) => c,
         Err(e) => return usage_error(&e),
     };

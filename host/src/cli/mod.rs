@@ -11,7 +11,8 @@
 //! - this file: the arguments ([`Cli`]) and [`run`], which starts the async runtime;
 //! - `commands`: one arm per command, and the helpers they share;
 //! - `frontends`: `serve` (MCP) and `agent` (the model loop);
-//! - `proposals`: `call`'s arguments and `batch`'s file, parsed strictly.
+//! - `proposals`: `call`'s arguments and `batch`'s file, parsed strictly;
+//! - `author`, `scaffold`: the tool author's `embed-wit` and `new`.
 
 /// `println!` that does not panic when stdout is closed (`toolhost tools | head`): what cannot
 /// be written is dropped, and the command ends as it would have.
@@ -27,9 +28,11 @@ macro_rules! out {
 }
 
 mod approve;
+mod author;
 mod commands;
 mod frontends;
 mod proposals;
+mod scaffold;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,12 +59,39 @@ pub struct Cli {
 pub enum Command {
     /// Print the configured tools' definitions as a JSON array.
     Tools {
-        /// The config file (default: ./toolhost.toml).
-        #[arg(long, default_value = "toolhost.toml")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: Source,
     },
-    /// Load one component and print the tool definitions derived from it, or what is wrong.
-    Check { component: PathBuf },
+    /// Load one component as `--component FILE` does, print the tool definitions derived from
+    /// it or what is wrong, and fill the compile cache its calls use (`.toolhost/cache` beside
+    /// it), so that no call pays the compile.
+    Check {
+        #[arg(required_unless_present = "component")]
+        file: Option<PathBuf>,
+        /// The same as FILE.
+        #[arg(long, conflicts_with = "file")]
+        component: Option<PathBuf>,
+    },
+    /// Write a new tool project into ./NAME (its WIT, source, build and test scripts, README)
+    /// that builds anywhere, and print the commands that build and call it.
+    New {
+        /// The tool project's name: lowercase words joined by `-`.
+        name: String,
+        /// The language the tool is written in.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: scaffold::Lang,
+        /// Where to write it (default: ./NAME); it must not exist.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Embed a tool's WIT (with its `///` docs, which become the tools' descriptions) into its
+    /// component, for toolchains that drop the docs (componentize-py, componentize-js).
+    EmbedWit {
+        /// The component; rewritten in place.
+        component: PathBuf,
+        /// The WIT file of the tool's own package (`wit/world.wit` in a `toolhost new` project).
+        wit: PathBuf,
+    },
     /// Check a config file through its components without writing anything, and print the
     /// effective settings (every default explicit) and each tool as JSON; exit 2 with every
     /// problem found, each at its key, when it is not usable.
@@ -71,8 +101,8 @@ pub enum Command {
     },
     /// Run one call and print its result as JSON. Exit 0 only when it completed.
     Call {
-        #[arg(long, default_value = "toolhost.toml")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: Source,
         #[command(flatten)]
         identity: Identity,
         /// The call id to correlate the result with (default: a fresh one).
@@ -89,8 +119,8 @@ pub enum Command {
     /// Approve a call that ended `approval_required`: show the call (tool, run, arguments),
     /// ask for `yes`, and print the token for its handle.
     Approve {
-        #[arg(long, default_value = "toolhost.toml")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: Source,
         /// The call's arguments as JSON, when the ledger does not record them; checked against
         /// the handle, so what is shown is what the token runs.
         #[arg(long)]
@@ -104,8 +134,8 @@ pub enum Command {
     /// Print the recorded calls and their decisions as JSON; with `--run`, the run's model
     /// transcript (steps, digests, sizes) too, as `{run_id, transcript, calls}`.
     Ledger {
-        #[arg(long, default_value = "toolhost.toml")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: Source,
         /// Only this run.
         #[arg(long)]
         run: Option<String>,
@@ -113,8 +143,8 @@ pub enum Command {
     /// Serve every configured tool over MCP: stdio by default (exits when stdin closes), or
     /// Streamable HTTP on `--http ADDR` (path /mcp; loopback unless tokens are configured).
     Serve {
-        #[arg(long, default_value = "toolhost.toml")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: Source,
         /// Serve Streamable HTTP on this address (HOST:PORT, or a PORT on 127.0.0.1).
         #[arg(long, value_parser = parse_listen)]
         http: Option<std::net::SocketAddr>,
@@ -129,8 +159,8 @@ pub enum Command {
     /// configured tools; print its summary as JSON. Exit 0 when the model finished (or a
     /// terminal tool ended the run), 1 when a guard stopped it, 2 for a bad command line.
     Agent {
-        #[arg(long, default_value = "toolhost.toml")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: Source,
         #[command(flatten)]
         identity: Identity,
         #[command(flatten)]
@@ -139,8 +169,8 @@ pub enum Command {
     /// Run a JSON array of proposals ({call_id, name, arguments, approval_token?}) as one batch
     /// and print the results in order.
     Batch {
-        #[arg(long, default_value = "toolhost.toml")]
-        config: PathBuf,
+        #[command(flatten)]
+        source: Source,
         #[command(flatten)]
         identity: Identity,
         file: PathBuf,
@@ -195,6 +225,28 @@ pub struct AgentArgs {
     /// How long a human or the --approve-with command has to answer.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     approval_timeout_secs: u64,
+}
+
+/// Where the tools come from: a config file, or one component with nothing granted.
+#[derive(clap::Args)]
+pub struct Source {
+    /// The config file.
+    #[arg(long, default_value = "toolhost.toml")]
+    config: PathBuf,
+    /// Run this one component instead of a config: nothing granted, the default limits, its
+    /// ledger and compile cache in `.toolhost` beside it.
+    #[arg(long, conflicts_with = "config", value_name = "FILE")]
+    component: Option<PathBuf>,
+}
+
+impl Source {
+    /// The config this source stands for, read and checked.
+    pub fn config(&self) -> Result<crate::Config, crate::config::ConfigError> {
+        match &self.component {
+            Some(c) => Ok(crate::Config::single_component(c)),
+            None => crate::Config::load(&self.config),
+        }
+    }
 }
 
 /// Who calls: trusted context from the command line, never from tool arguments.

@@ -19,6 +19,7 @@
 
 mod build;
 mod effective;
+mod single;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,9 @@ pub struct Config {
     /// The file this config was read from (no grant may reach it).
     #[serde(skip)]
     pub file: Option<PathBuf>,
+    /// What errors call this config when it is not a file (`--component FILE`).
+    #[serde(skip)]
+    label: Option<String>,
 }
 
 /// Why a config file cannot be used. Every variant names the file.
@@ -284,9 +288,11 @@ impl Config {
 
     /// The file's name as errors show it.
     pub fn file_name(&self) -> String {
-        self.file
-            .as_ref()
-            .map_or_else(|| "(text)".to_string(), |f| f.display().to_string())
+        match (&self.file, &self.label) {
+            (Some(f), _) => f.display().to_string(),
+            (None, Some(label)) => label.clone(),
+            (None, None) => "(text)".to_string(),
+        }
     }
 
     /// The data directory, resolved.

@@ -36,6 +36,20 @@ pub struct ComponentConfig {
     pub tools: std::collections::BTreeMap<String, ToolConfig>,
 }
 
+impl ComponentConfig {
+    /// The component at `path` with every default: nothing granted, the file-wide limits.
+    pub fn at(path: PathBuf) -> ComponentConfig {
+        ComponentConfig {
+            path,
+            risk: None,
+            limits: LimitsOverride::default(),
+            fs: Vec::new(),
+            network: None,
+            tools: Default::default(),
+        }
+    }
+}
+
 /// Overrides for one exported function.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -5,7 +5,7 @@
 //! `#[link_section]` static). The host parses it against its own `toolhost:tool` package and
 //! reads each exported function's docs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use wasmparser::{Parser, Payload};
 
@@ -23,18 +23,43 @@ pub const MAX_DESCRIPTION_BYTES: usize = 2_048;
 /// The host's own WIT package, which tool worlds include.
 pub const TOOL_WIT: &str = include_str!("../../../wit/tool.wit");
 
-/// Docs per exported interface (`pkg:name/iface@ver`) and function name.
+/// Docs per exported interface (`pkg:name/iface@ver`) and function name, and the functions
+/// the embedded WIT's worlds export.
 #[derive(Debug, Default)]
 pub struct Docs {
     funcs: HashMap<(String, String), String>,
+    /// `(interface, function)` of every function a world of the component's package exports
+    /// (`None` for a function exported at the top level); `None` when no WIT is embedded.
+    exports: Option<HashSet<(Option<String>, String)>>,
 }
 
 impl Docs {
+    /// Whether the embedded WIT declares this exported function. Toolchains add exports of
+    /// their own (componentize-py's top-level `init`, which re-initializes the interpreter);
+    /// those are not tools. Without an embedded WIT every export is taken.
+    pub fn declares(&self, interface: Option<&str>, func: &str) -> bool {
+        self.exports
+            .as_ref()
+            .is_none_or(|e| e.contains(&(interface.map(str::to_string), func.to_string())))
+    }
+
     /// The doc comment of `func` in the exported interface `interface`, if any.
     pub fn get(&self, interface: &str, func: &str) -> Option<&str> {
         self.funcs
             .get(&(interface.to_string(), func.to_string()))
             .map(String::as_str)
+    }
+
+    /// How many of the functions the WIT's worlds export have docs.
+    pub fn described(&self) -> usize {
+        self.exports
+            .iter()
+            .flatten()
+            .filter(|(i, f)| {
+                i.as_ref()
+                    .is_some_and(|i| self.funcs.contains_key(&(i.clone(), f.clone())))
+            })
+            .count()
     }
 }
 
@@ -78,10 +103,13 @@ pub fn parse_docs(text: &str) -> Result<Docs, DocsError> {
     resolve
         .push_str("toolhost-tool.wit", TOOL_WIT)
         .map_err(|e| DocsError::Invalid(format!("{e:#}")))?;
-    resolve
+    let package = resolve
         .push_str("component.wit", text)
         .map_err(|e| DocsError::Invalid(format!("{e:#}")))?;
-    let mut docs = Docs::default();
+    let mut docs = Docs {
+        exports: Some(world_exports(&resolve, package)),
+        ..Docs::default()
+    };
     for (id, iface) in resolve.interfaces.iter() {
         let Some(name) = resolve.id_of(id) else {
             continue;
@@ -94,6 +122,35 @@ pub fn parse_docs(text: &str) -> Result<Docs, DocsError> {
         }
     }
     Ok(docs)
+}
+
+/// `(interface, function)` of every function the package's worlds export.
+fn world_exports(
+    resolve: &wit_parser::Resolve,
+    package: wit_parser::PackageId,
+) -> HashSet<(Option<String>, String)> {
+    use wit_parser::{WorldItem, WorldKey};
+    let mut out = HashSet::new();
+    for world in resolve.packages[package].worlds.values() {
+        for (key, item) in &resolve.worlds[*world].exports {
+            match item {
+                WorldItem::Function(f) => {
+                    out.insert((None, f.name.clone()));
+                }
+                WorldItem::Interface { id, .. } => {
+                    let name = match key {
+                        WorldKey::Name(n) => n.clone(),
+                        WorldKey::Interface(i) => resolve.id_of(*i).unwrap_or_default(),
+                    };
+                    for fname in resolve.interfaces[*id].functions.keys() {
+                        out.insert((Some(name.clone()), fname.clone()));
+                    }
+                }
+                WorldItem::Type { .. } => {}
+            }
+        }
+    }
+    out
 }
 
 /// A component's doc text as a description: untrusted text that reaches the model, so it is
@@ -143,6 +200,13 @@ mod tests {
         .unwrap();
         assert_eq!(docs.get("a:b/tools@1.0.0", "add"), Some("Adds.\nTwice."));
         assert_eq!(docs.get("a:b/tools@1.0.0", "none"), None);
+        assert!(docs.declares(Some("a:b/tools@1.0.0"), "none"));
+        assert!(!docs.declares(None, "init"), "not in the world");
+        assert!(!docs.declares(Some("a:b/other@1.0.0"), "add"));
+        assert!(
+            Docs::default().declares(None, "init"),
+            "no WIT: every export"
+        );
     }
 
     /// Malformed WIT is an error, not a panic.

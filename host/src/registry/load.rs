@@ -52,8 +52,38 @@ impl Registry {
         } = grants;
         let network = c.network.is_some() || c.tools.values().any(|t| t.network.is_some());
 
-        check_imports(&component, engine, &path, network)?;
-        let funcs = exported_funcs(&component, engine);
+        if check_imports(&component, engine, &path, network)? && !reaches_any_host(c) {
+            self.warnings.push(format!(
+                "{}: imports wasi:http but may reach no host, so every request it sends is \
+                 refused; grant `network = {{ allow = [\"host:port\"] }}`, or build it without \
+                 the import (componentize-js: `-d http fetch-event`)",
+                path.display()
+            ));
+        }
+        let docs = match docs::read_docs(&bytes) {
+            Ok(d) => d,
+            Err(e) => {
+                self.warnings.push(format!("{}: {e}", path.display()));
+                docs::Docs::default()
+            }
+        };
+        let (funcs, undeclared): (Vec<_>, Vec<_>) = exported_funcs(&component, engine)
+            .into_iter()
+            .partition(|f| docs.declares(f.interface.as_deref(), &f.name));
+        let undeclared: Vec<String> = undeclared.iter().map(ExportedFunc::full_name).collect();
+        if funcs.is_empty() && !undeclared.is_empty() {
+            return Err(RegistryError::Undeclared {
+                path,
+                exports: undeclared.join(", "),
+            });
+        }
+        for name in undeclared {
+            self.warnings.push(format!(
+                "{}: exports `{name}`, which its embedded WIT does not declare (a toolchain's \
+                 own export): not a tool",
+                path.display(),
+            ));
+        }
         if funcs.is_empty() {
             return Err(RegistryError::NoTools { path });
         }
@@ -70,13 +100,6 @@ impl Registry {
                 });
             }
         }
-        let docs = match docs::read_docs(&bytes) {
-            Ok(d) => d,
-            Err(e) => {
-                self.warnings.push(format!("{}: {e}", path.display()));
-                docs::Docs::default()
-            }
-        };
         let pre = Arc::new(sandbox.prepare(&component, network)?);
         let component_limits = defaults.with(&c.limits);
         let no_tool_config = ToolConfig::default();
@@ -169,6 +192,16 @@ struct ExportedFunc {
     ty: ComponentFunc,
 }
 
+impl ExportedFunc {
+    /// `interface#function`, or the function's name when it is exported at the top level.
+    fn full_name(&self) -> String {
+        match &self.interface {
+            Some(i) => format!("{i}#{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
 /// Every function the component exports, at the top level or in an exported interface.
 fn exported_funcs(component: &Component, engine: &wasmtime::Engine) -> Vec<ExportedFunc> {
     let mut out = Vec::new();
@@ -199,16 +232,29 @@ fn exported_funcs(component: &Component, engine: &wasmtime::Engine) -> Vec<Expor
     out
 }
 
+/// Whether any network grant of the component or its tools names a host.
+fn reaches_any_host(c: &ComponentConfig) -> bool {
+    let grants = c
+        .network
+        .iter()
+        .chain(c.tools.values().filter_map(|t| t.network.as_ref()));
+    grants.into_iter().any(|g| !g.allow.is_empty())
+}
+
+/// Refuse an import the host does not link for this component; say whether it imports
+/// `wasi:http`.
 fn check_imports(
     component: &Component,
     engine: &wasmtime::Engine,
     path: &Path,
     network: bool,
-) -> Result<(), RegistryError> {
+) -> Result<bool, RegistryError> {
+    let mut http = false;
     for (name, _) in component.component_type().imports(engine) {
+        http |= imports::is_http(name);
         if !imports::is_allowed(name, network) {
             let hint = if imports::is_http(name) {
-                "wasi:http is linked only for tools with a network grant; add `network = { allow = [\"host:port\"] }` to this component"
+                "wasi:http is linked only for tools with a network grant; add `network = { allow = [\"host:port\"] }` to this component, or build it without the import (componentize-js: `-d http fetch-event`)"
             } else {
                 "toolhost links only WASI 0.2 and toolhost:tool/host; remove the import from the component's world"
             };
@@ -219,5 +265,5 @@ fn check_imports(
             });
         }
     }
-    Ok(())
+    Ok(http)
 }

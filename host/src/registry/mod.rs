@@ -11,6 +11,7 @@ pub mod cache;
 pub mod config;
 pub mod convert;
 pub mod docs;
+pub mod embed;
 mod exact_type;
 pub mod grants;
 mod imports;
@@ -120,6 +121,8 @@ pub enum RegistryError {
     },
     #[error("{path} exports no functions, so it provides no tools")]
     NoTools { path: PathBuf },
+    #[error("{path} exports no function its embedded WIT declares (it exports {exports}); embed the WIT of the world it was built from")]
+    Undeclared { path: PathBuf, exports: String },
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }
@@ -203,33 +206,6 @@ impl Registry {
         for (c, g) in spec.components.iter().zip(grants) {
             reg.load_component(spec.base_dir, c, g, spec.defaults, sandbox, spec.cache_dir)?;
         }
-        Ok(reg)
-    }
-
-    /// Load one component file with no grants and default limits (for `toolhost check`).
-    /// `wasi:http` imports are accepted, as they would be for a tool with a network grant.
-    pub fn check(path: &Path, sandbox: &Sandbox) -> Result<Registry, RegistryError> {
-        let component = ComponentConfig {
-            path: path.to_path_buf(),
-            risk: None,
-            limits: Default::default(),
-            fs: vec![],
-            network: Some(config::NetworkGrant::default()),
-            tools: Default::default(),
-        };
-        let grants = grants::ComponentGrants {
-            component: Grant::default(),
-            tools: Default::default(),
-        };
-        let mut reg = Registry::default();
-        reg.load_component(
-            Path::new("."),
-            &component,
-            grants,
-            Limits::default(),
-            sandbox,
-            None,
-        )?;
         Ok(reg)
     }
 
