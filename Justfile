@@ -107,6 +107,8 @@ agent-demo: build
 # Benchmarks (release): the per-call floor, the pipeline over it, throughput, MCP, cold start,
 # memory. Writes target/bench/report.json and report.md. (`just test` runs a smoke pass.)
 bench: build-bench-guest
+    cargo bench -p toolhost --bench bench --no-run
+    TOOLHOST="{{justfile_directory()}}/target/release/toolhost" bash guest-tools/polyglot/build.sh
     cargo bench -p toolhost --bench bench
 
 # Print the example tools' definitions.

@@ -12,12 +12,14 @@
 //! - `procs`: figures that need the real binary (MCP over stdio, cold start).
 //! - `http`: MCP over Streamable HTTP.
 //! - `profile`: `TOOLHOST_BENCH_PROFILE` workloads; `idle`: calls after a sleep.
+//! - `polyglot`: the Python and JavaScript example tools.
 //! - `floor_server`, `sqlite_floor`: the floors of the front doors and of the ledger — the
 //!   same rmcp and transports answering without the pipeline; the same SQL on a bare connection.
 
 mod floor_server;
 mod http;
 mod idle;
+mod polyglot;
 mod postgres;
 mod procs;
 mod profile;
@@ -45,6 +47,8 @@ struct Plan {
     cold_runs: usize,
     warm_runs: usize,
     memory_rounds: usize,
+    /// First compiles of each polyglot example (seconds each).
+    polyglot_compiles: usize,
 }
 
 const FULL: Plan = Plan {
@@ -55,6 +59,7 @@ const FULL: Plan = Plan {
     cold_runs: 5,
     warm_runs: 15,
     memory_rounds: 5,
+    polyglot_compiles: 2,
 };
 
 const SMOKE: Plan = Plan {
@@ -65,6 +70,7 @@ const SMOKE: Plan = Plan {
     cold_runs: 1,
     warm_runs: 2,
     memory_rounds: 1,
+    polyglot_compiles: 1,
 };
 
 fn main() {
@@ -666,6 +672,10 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         "10 components configured, cache warm",
     );
 
+    // 8. the Python and JavaScript examples
+    let (mut polyglot, polyglot_targets) =
+        polyglot::figures(dir, plan.polyglot_compiles, plan.warm_runs, plan.mcp_calls).await;
+
     let mut targets = vec![
         (
             "pipeline (read tool) / floor ≤ 2.0".to_string(),
@@ -744,6 +754,7 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
             ),
         ),
     ];
+    targets.extend(polyglot_targets);
     let mut pg_figures = Vec::new();
     if let Some((figs, ratio)) = pg {
         targets.push((
@@ -786,9 +797,9 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         warm1,
         cold10,
         warm10,
-        memory_idle,
-        memory_peak,
     ]);
+    all.append(&mut polyglot);
+    all.extend([memory_idle, memory_peak]);
     all.append(&mut pg_figures);
     (all, targets)
 }

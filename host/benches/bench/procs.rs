@@ -24,7 +24,7 @@ pub fn binary() -> String {
 pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure, Figure) {
     let mut server = Command::new(binary());
     server.args(["serve", "--config"]).arg(config);
-    let (sequential, concurrent) = round_trips(server, calls, in_flight).await;
+    let (sequential, concurrent) = round_trips(server, calls, in_flight, &add).await;
     (
         Figure::of(
             "mcp_stdio_sequential",
@@ -46,7 +46,7 @@ pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure
 pub async fn mcp_stdio_floor(calls: usize) -> Figure {
     let mut server = Command::new(std::env::current_exe().expect("the bench binary"));
     server.env(crate::floor_server::ROLE, "stdio");
-    let (sequential, _) = round_trips(server, calls, 0).await;
+    let (sequential, _) = round_trips(server, calls, 0, &add).await;
     Figure::of(
         "mcp_stdio_floor",
         "µs",
@@ -55,9 +55,20 @@ pub async fn mcp_stdio_floor(calls: usize) -> Figure {
     )
 }
 
-/// Sequential `tools/call add` round trips through the MCP server `server` starts on stdio,
-/// then (when `in_flight` > 0) as many with `in_flight` requests outstanding.
-async fn round_trips(mut server: Command, calls: usize, in_flight: usize) -> (Vec<f64>, Vec<f64>) {
+/// The `add` call of request `id`: (tool, arguments).
+fn add(id: usize) -> (&'static str, Value) {
+    ("add", json!({"a": id, "b": 1}))
+}
+
+/// Sequential round trips of `request(id)` (a tool and its arguments) through the MCP server
+/// `server` starts on stdio, then (when `in_flight` > 0) as many with `in_flight` requests
+/// outstanding.
+pub async fn round_trips(
+    mut server: Command,
+    calls: usize,
+    in_flight: usize,
+    request: &dyn Fn(usize) -> (&'static str, Value),
+) -> (Vec<f64>, Vec<f64>) {
     let mut child = server
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -82,8 +93,9 @@ async fn round_trips(mut server: Command, calls: usize, in_flight: usize) -> (Ve
     let done = send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     stdin.write_all(done.as_bytes()).await.unwrap();
     let call = |id: usize| {
+        let (name, arguments) = request(id);
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": "add", "arguments": {"a": id, "b": 1}}})
+               "params": {"name": name, "arguments": arguments}})
         .to_string()
             + "\n"
     };
