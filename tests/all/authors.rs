@@ -183,3 +183,33 @@ fn embed_wit_refuses_bad_input() {
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(names.len(), 3, "no temporary file left: {names:?}");
 }
+
+/// A component whose memory at start exceeds its tools' ceiling is refused at load, naming the
+/// limit to raise and the size it needs, for the component's limits and a tool's own alike.
+#[test]
+fn limits_below_what_a_component_needs_are_refused_at_load() {
+    let (dir, _wasm) = copy_of("template");
+    for (limits, whom) in [
+        ("limits = { memory_bytes = 65_536 }", "its tools"),
+        (
+            "[component.tools.greet]\nlimits = { memory_bytes = 65_536 }",
+            "its tool `greet`",
+        ),
+    ] {
+        let cfg = dir.path().join("toolhost.toml");
+        std::fs::write(
+            &cfg,
+            format!("[[component]]\npath = \"tool.wasm\"\n{limits}\n"),
+        )
+        .unwrap();
+        let out = toolhost(&["tools", "--config", cfg.to_str().unwrap()]);
+        assert_eq!(out.status, 2, "{}", out.stdout);
+        assert!(
+            out.stderr.contains("bytes of linear memory when it starts")
+                && out.stderr.contains(whom)
+                && out.stderr.contains("raise `limits = { memory_bytes = "),
+            "{}",
+            out.stderr
+        );
+    }
+}

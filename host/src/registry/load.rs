@@ -30,6 +30,7 @@ impl Registry {
             path: path.clone(),
             source,
         })?;
+        check_needs(&path, &bytes, c, defaults.with(&c.limits))?;
         let engine = sandbox.engine();
         let (component, unsaved) =
             cache::load_unsaved(engine, &bytes, cache_dir).map_err(|e| RegistryError::Compile {
@@ -230,6 +231,50 @@ fn exported_funcs(component: &Component, engine: &wasmtime::Engine) -> Vec<Expor
         }
     }
     out
+}
+
+/// Refuse a component when the limits of its tools (the component's, or a tool's own) are
+/// below what it needs to start at all: every call would fail at instantiation.
+fn check_needs(
+    path: &Path,
+    bytes: &[u8],
+    c: &ComponentConfig,
+    base: Limits,
+) -> Result<(), RegistryError> {
+    let needs = super::needs::scan(bytes);
+    let own = c
+        .tools
+        .iter()
+        .map(|(export, t)| (format!("its tool `{export}`"), base.with(&t.limits)));
+    for (whom, limits) in std::iter::once(("its tools".to_string(), base)).chain(own) {
+        let checks = [
+            (
+                "bytes of linear memory",
+                "memory_bytes",
+                needs.memory_bytes,
+                limits.memory_bytes,
+            ),
+            (
+                "table elements",
+                "table_elements",
+                needs.table_elements,
+                limits.table_elements,
+            ),
+        ];
+        for (what, key, need, limit) in checks {
+            if need > limit {
+                return Err(RegistryError::LimitTooLow {
+                    path: path.to_path_buf(),
+                    whom,
+                    what,
+                    key,
+                    need,
+                    limit,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether any network grant of the component or its tools names a host.

@@ -16,6 +16,7 @@ mod exact_type;
 pub mod grants;
 mod imports;
 mod load;
+mod needs;
 pub mod schema;
 pub mod validate;
 
@@ -121,6 +122,16 @@ pub enum RegistryError {
     },
     #[error("{path} exports no functions, so it provides no tools")]
     NoTools { path: PathBuf },
+    #[error("{path} needs {need} {what} when it starts, more than {whom} may have ({limit}); raise `limits = {{ {key} = {need} }}` (in its `[[component]]`, or `[limits]`)")]
+    LimitTooLow {
+        path: PathBuf,
+        /// "its tools", or "its tool `export`" for a tool with limits of its own.
+        whom: String,
+        what: &'static str,
+        key: &'static str,
+        need: u64,
+        limit: u64,
+    },
     #[error("{path} exports no function its embedded WIT declares (it exports {exports}); embed the WIT of the world it was built from")]
     Undeclared { path: PathBuf, exports: String },
     #[error(transparent)]
