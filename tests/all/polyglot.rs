@@ -220,7 +220,8 @@ fn every_fixture_has_a_test() {
 }
 
 /// Over MCP (the official Python SDK, stdio), each language's tools are listed with their
-/// descriptions, report progress, return typed results and contain their hostile functions.
+/// descriptions, report progress and log lines, return typed results and contain their hostile
+/// functions.
 #[test]
 fn served_over_mcp() {
     for lang in LANGS {
@@ -243,5 +244,6 @@ fn served_over_mcp() {
         )
         .facts;
         assert!(facts["progress"].as_u64().unwrap() >= 1, "{lang}: {facts}");
+        assert!(facts["logged"].as_u64().unwrap() >= 1, "{lang}: {facts}");
     }
 }

@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -333,14 +334,21 @@ async def scenario_session_end(args: argparse.Namespace) -> dict:
 
 
 async def scenario_polyglot(args: argparse.Namespace) -> dict:
-    """A Python or JavaScript tool: described from its WIT, typed results, progress, and its
-    hostile functions contained with the exact codes while the server serves on."""
+    """A Python or JavaScript tool: described from its WIT, typed results, progress and log
+    lines, and its hostile functions contained with the exact codes while the server serves on."""
     seen: list[float] = []
+    logged: list[Any] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
 
-    async with connect(args) as (s, _):
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+
+    async with connect(args, logging_callback=on_log) as (s, _):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await s.set_logging_level("info")
         tools = {t.name: t for t in (await s.list_tools()).tools}
         names = {"word_counts", "first_with_prefix", "position", "spin", "balloon"}
         check(set(tools) == names, f"tools: {sorted(tools)}")
@@ -367,7 +375,9 @@ async def scenario_polyglot(args: argparse.Namespace) -> dict:
         got = expect_ok(await s.call_tool("position", {"text": "a b c", "word": "a"}), "after hostile")
         check(got == {"result": 0}, f"after hostile: {got}")
     check(len(seen) >= 1, "no progress notification arrived")
-    return {"progress": len(seen)}
+    messages = [d.get("message") for d in logged if isinstance(d, dict) and d.get("tool") == "word_counts"]
+    check("3000 words, 3 distinct" in messages, f"the guest's log line did not arrive: {logged}")
+    return {"progress": len(seen), "logged": len(logged)}
 
 
 SCENARIOS = {
