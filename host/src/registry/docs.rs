@@ -35,7 +35,7 @@ pub struct Docs {
 
 impl Docs {
     /// Whether the embedded WIT declares this exported function. Toolchains add exports of
-    /// their own (componentize-py's top-level `init`, which re-initializes the interpreter);
+    /// their own (componentize-py's `exports#init`, the interpreter's build-time entry);
     /// those are not tools. Without an embedded WIT every export is taken.
     pub fn declares(&self, interface: Option<&str>, func: &str) -> bool {
         self.exports
