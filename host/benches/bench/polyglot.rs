@@ -3,13 +3,14 @@
 //! empty cache), the first call after it, a process start with the cache warm, a call inside
 //! `toolhost serve`, and the linear memory one instance holds.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Instant;
 
 use serde_json::{json, Value};
 use tokio::process::Command;
 
-use crate::procs::{binary, round_trips};
+use crate::procs::{binary, output_of, round_trips};
 use crate::stats::Figure;
 
 /// The languages of the example, each `guest-tools/target/polyglot/LANG.wasm`.
@@ -132,19 +133,13 @@ fn timed_call(wasm: &Path) -> (f64, Value) {
     (ms, result["usage"].clone())
 }
 
-/// Run the binary with `before`, the component, then `after`; its stdout, or a panic.
+/// Run this build's binary with `before`, the component, then `after`: its stdout.
 fn toolhost(before: &[&str], wasm: &Path, after: &[&str]) -> Vec<u8> {
-    let out = std::process::Command::new(binary())
-        .args(before)
-        .arg(wasm)
-        .args(after)
-        .output()
-        .expect("toolhost runs");
-    assert!(
-        out.status.success(),
-        "toolhost {before:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let args: Vec<&OsStr> = before
+        .iter()
+        .map(OsStr::new)
+        .chain([wasm.as_os_str()])
+        .chain(after.iter().map(OsStr::new))
+        .collect();
+    output_of(&binary(), &args)
 }

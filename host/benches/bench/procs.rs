@@ -1,6 +1,7 @@
 //! Figures that need the real binary: MCP round trips over stdio, and cold start.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -168,16 +169,27 @@ pub fn cold_start(config: &Path, data: &Path, tool: &str, runs: usize, warm: boo
 }
 
 fn run_call(config: &Path, tool: &str) {
-    let out = std::process::Command::new(BINARY)
-        .args(["call", "--config"])
-        .arg(config)
-        .args([tool, r#"{"a": 1, "b": 2}"#])
+    let args: [&OsStr; 5] = [
+        "call".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        tool.as_ref(),
+        r#"{"a": 1, "b": 2}"#.as_ref(),
+    ];
+    output_of(BINARY, &args);
+}
+
+/// Run `program` with `args` to its end: its stdout, or a panic showing both streams.
+pub fn output_of(program: &str, args: &[&OsStr]) -> Vec<u8> {
+    let out = std::process::Command::new(program)
+        .args(args)
         .output()
-        .expect("toolhost call runs");
+        .expect("the program runs");
     assert!(
         out.status.success(),
-        "toolhost call failed: {}{}",
+        "{program} {args:?} failed: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    out.stdout
 }

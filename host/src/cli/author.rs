@@ -3,35 +3,31 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::EXIT_USAGE;
+use super::commands::usage_message;
 use crate::registry::embed;
 
 /// `toolhost embed-wit COMPONENT WIT`: the component rewritten with the WIT embedded. The new
 /// bytes go to a file beside it that then replaces it, so a failure leaves the original.
 pub(super) fn embed_wit(component: &Path, wit: &Path) -> ExitCode {
-    let fail = |what: String| {
-        eprintln!("toolhost: {what}");
-        ExitCode::from(EXIT_USAGE)
-    };
     let bytes = match std::fs::read(component) {
         Ok(b) => b,
-        Err(e) => return fail(format!("cannot read {}: {e}", component.display())),
+        Err(e) => return usage_message(format!("cannot read {}: {e}", component.display())),
     };
     let text = match std::fs::read_to_string(wit) {
         Ok(t) => t,
-        Err(e) => return fail(format!("cannot read {}: {e}", wit.display())),
+        Err(e) => return usage_message(format!("cannot read {}: {e}", wit.display())),
     };
     let (out, docs) = match embed::embed_wit(&bytes, &text) {
         Ok(r) => r,
-        Err(embed::EmbedError::Docs(e)) => return fail(format!("{}: {e}", wit.display())),
-        Err(e) => return fail(format!("{}: {e}", component.display())),
+        Err(embed::EmbedError::Docs(e)) => return usage_message(format!("{}: {e}", wit.display())),
+        Err(e) => return usage_message(format!("{}: {e}", component.display())),
     };
     let mut temp = component.as_os_str().to_owned();
     temp.push(format!(".embed-{}", std::process::id()));
     let temp = std::path::PathBuf::from(temp);
     if let Err(e) = std::fs::write(&temp, &out).and_then(|()| std::fs::rename(&temp, component)) {
         let _ = std::fs::remove_file(&temp);
-        return fail(format!("cannot write {}: {e}", component.display()));
+        return usage_message(format!("cannot write {}: {e}", component.display()));
     }
     eprintln!(
         "toolhost: {}: embedded {} ({} described function{})",

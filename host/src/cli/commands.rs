@@ -239,6 +239,11 @@ pub(super) fn warn(reg: &Registry) {
 
 /// A bad command line, config or component: the error and every cause behind it, exit 2.
 pub(super) fn usage_error(e: &dyn std::error::Error) -> ExitCode {
-    eprintln!("toolhost: {}", crate::contract::error_chain(e));
+    usage_message(crate::contract::error_chain(e))
+}
+
+/// A bad command line or input file, said in one message: exit 2.
+pub(super) fn usage_message(what: impl std::fmt::Display) -> ExitCode {
+    eprintln!("toolhost: {what}");
     ExitCode::from(EXIT_USAGE)
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::EXIT_USAGE;
+use super::commands::usage_message;
 use crate::registry::docs::TOOL_WIT;
 
 /// The languages a tool can be written in.
@@ -188,16 +188,12 @@ pub fn project_files(name: &str, lang: Lang) -> Vec<(&'static str, String)> {
 /// `toolhost new`: write the project into `dir` (default `./NAME`), which must not exist yet,
 /// and print the commands that build and call it.
 pub(super) fn new_project(name: &str, lang: Lang, dir: Option<PathBuf>) -> ExitCode {
-    let fail = |what: String| {
-        eprintln!("toolhost: {what}");
-        ExitCode::from(EXIT_USAGE)
-    };
     if let Err(e) = check_name(name, lang) {
-        return fail(e);
+        return usage_message(e);
     }
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     if let Err(e) = write_project(&dir, &project_files(name, lang)) {
-        return fail(e);
+        return usage_message(e);
     }
     out!(
         "Created the {} tool `{name}` in {}. Build it and call it:\n\n  cd {}\n  sh build.sh\n  \
