@@ -141,6 +141,7 @@ fn typed_results_through_the_cli() {
 
 /// A Python or JavaScript infinite loop ends `fuel_exhausted`; while it runs, another call of
 /// the same host completes, and after it the host serves on.
+#[test]
 fn spin_is_fuel_exhausted_while_others_are_served() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     for lang in LANGS {
@@ -166,6 +167,7 @@ fn spin_is_fuel_exhausted_while_others_are_served() {
 
 /// A Python or JavaScript memory balloon ends `memory_exceeded` at the memory ceiling, and the
 /// host serves on.
+#[test]
 fn balloon_is_memory_exceeded() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     for lang in LANGS {
@@ -188,16 +190,6 @@ async fn assert_serves(host: &Runtime, lang: &str) {
     let r = run(host, "position", json!({"text": "a b c", "word": "a"})).await;
     assert_eq!(r.status, Status::Completed, "{lang}: {r:?}");
     assert_eq!(r.output, Some(json!(0)), "{lang}");
-}
-
-#[test]
-fn spin_python_and_js() {
-    spin_is_fuel_exhausted_while_others_are_served();
-}
-
-#[test]
-fn balloon_python_and_js() {
-    balloon_is_memory_exceeded();
 }
 
 /// Every function of the `hostile` interface is listed in FIXTURES (so it has a test).
