@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use toolhost::config::engine_settings;
+use toolhost::ledger::MemoryLimits;
 use toolhost::policy::Policy;
 use toolhost::runtime::guards::RateLimiter;
 use toolhost::sandbox::{
@@ -60,8 +61,9 @@ pub fn check(data: &[u8]) {
         let _ = Policy::from_config(p, base);
     }
     let rate = RateLimiter::new(config.run.rate_per_principal, config.run.rate_burst);
-    let now = Instant::now();
-    let _ = rate.allow("fuzz", now);
+    if let Some((rate, burst)) = rate.settings() {
+        let _ = MemoryLimits::default().take_rate("fuzz", rate, burst, Instant::now());
+    }
     let _ = config.agent.deadline();
     let _ = config.serve.local_identity();
     let _ = config.serve.identify("fuzz-token");

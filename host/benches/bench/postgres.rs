@@ -100,7 +100,7 @@ pub async fn figures(dir: &Path, calls: usize) -> Option<(Vec<Figure>, f64)> {
 }
 
 async fn drop_schema(url: &str, schema: &str) {
-    let config = toolhost::ledger::postgres::PgConfig {
+    let config = toolhost::ledger::PgConfig {
         url: url.to_owned(),
         password_env: None,
         schema: schema.to_owned(),

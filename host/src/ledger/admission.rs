@@ -6,37 +6,12 @@
 //! a retry with the same arguments replays the recorded outcome (or learns that the call is
 //! still running); a retry with other arguments is a conflict and leaves the original alone.
 
-use rusqlite::{params, Connection, OptionalExtension};
-
-use super::audit::PendingEvent;
-use super::codec::decode_result;
+use super::events::PendingEvent;
 use super::group::{GroupStats, Inline};
 use super::outcome::Outcome;
-use super::write::{Applied, CallKey, Write};
-use super::{Conn, Ledger, LedgerError, Store};
+use super::write::{decided, done, Admission, Applied, CallKey, Write};
+use super::{Ledger, LedgerError};
 use crate::contract::ToolResult;
-
-/// The model-safe message of a call that recovery closed.
-pub const OUTCOME_UNKNOWN_MESSAGE: &str =
-    "the host stopped before this call finished; its effect is unknown";
-
-/// What admission decided for a `(run_id, call_id)`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Admission {
-    /// A new call: run it. `seq` is its admission order across the ledger (from 1).
-    New { seq: i64 },
-    /// The same call (same tool, same argument digest) already ended: return this recorded
-    /// result exactly, and do not run it again.
-    Replay(ToolResult),
-    /// The same call was admitted and has no outcome yet: it is running (or a host stopped
-    /// while running it and `recover` has not closed it yet). Do not run it again.
-    InFlight,
-    /// The id was reused with another tool or other arguments. The caller answers this
-    /// proposal with `failed`/`duplicate_call_id` **without calling `finish`**: the id's record
-    /// belongs to the original call, which is left unchanged. The ledger has already appended
-    /// an `admit`/`conflict` event to the original call.
-    Conflict,
-}
 
 impl Ledger {
     /// Admit `(run_id, call_id)` in one transaction. See [`Admission`].
@@ -62,7 +37,7 @@ impl Ledger {
             args_digest: args_digest.to_owned(),
             args_size,
         };
-        admission(self.writer.write_blocking(Write::Admit(key)))
+        decided(self.writer.write_blocking(Write::Admit(key)))
     }
 
     /// [`Ledger::admit`] for an async caller: waits for the group commit without blocking
@@ -72,17 +47,13 @@ impl Ledger {
         key: CallKey,
         inline: Inline,
     ) -> Result<Admission, LedgerError> {
-        admission(self.writer.write(Write::Admit(key), inline).await)
+        decided(self.writer.write(Write::Admit(key), inline).await)
     }
 
     /// Whether `(run_id, call_id)` was admitted. Read-only: the runtime asks before it admits a
     /// call late (see [`Ledger::admit_started`]).
     pub fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {
-        let conn = match self.conn() {
-            Conn::Sqlite(conn) => conn,
-            Conn::Postgres(pg) => return pg.is_admitted(run_id, call_id),
-        };
-        Ok(call_state(&conn, run_id, call_id)?.is_some())
+        self.store.is_admitted(run_id, call_id)
     }
 
     /// [`is_admitted`](Self::is_admitted) for an async caller: a round trip to a PostgreSQL
@@ -95,17 +66,12 @@ impl Ledger {
         call_id: &str,
         inline: Inline,
     ) -> Result<bool, LedgerError> {
-        match &self.store {
-            Store::Postgres(pg) => pg.is_admitted_async(run_id, call_id).await,
-            Store::Sqlite { .. } => {
-                if inline == Inline::Allowed {
-                    if let Some(answer) = self.writer.try_is_admitted(run_id, call_id) {
-                        return answer;
-                    }
-                }
-                self.is_admitted(run_id, call_id)
+        if inline == Inline::Allowed {
+            if let Some(answer) = self.writer.try_is_admitted(run_id, call_id) {
+                return answer;
             }
         }
+        self.store.is_admitted_async(run_id, call_id).await
     }
 
     /// The admission digest `(run_id, call_id)` was admitted with, if it was admitted. Read-only:
@@ -115,18 +81,7 @@ impl Ledger {
         run_id: &str,
         call_id: &str,
     ) -> Result<Option<String>, LedgerError> {
-        if let Store::Postgres(pg) = &self.store {
-            return pg.admitted_digest(run_id, call_id).await;
-        }
-        let conn = match self.conn() {
-            Conn::Sqlite(conn) => conn,
-            Conn::Postgres(pg) => return pg.admitted_digest_blocking(run_id, call_id),
-        };
-        let digest = conn
-            .prepare_cached("SELECT args_digest FROM calls WHERE run_id = ?1 AND call_id = ?2")?
-            .query_row(params![run_id, call_id], |row| row.get(0))
-            .optional()?;
-        Ok(digest)
+        self.store.admitted_digest(run_id, call_id).await
     }
 
     /// Admit a call and mark it started in one transaction: the admission, `opening.events`
@@ -141,7 +96,7 @@ impl Ledger {
         opening: &Opening<'_>,
     ) -> Result<Admission, LedgerError> {
         let write = self.late_write(run_id, call_id, opening, None)?;
-        admission(self.writer.write_blocking(write))
+        decided(self.writer.write_blocking(write))
     }
 
     /// [`Ledger::admit_started`] for a call that ended before it could start: the admission,
@@ -154,7 +109,7 @@ impl Ledger {
         result: &ToolResult,
     ) -> Result<Admission, LedgerError> {
         let write = self.late_write(run_id, call_id, opening, Some(Outcome::of(result)?))?;
-        admission(self.writer.write_blocking(write))
+        decided(self.writer.write_blocking(write))
     }
 
     /// The write of a late admission (content kept only if the ledger records content).
@@ -200,18 +155,7 @@ impl Ledger {
     /// [`Admission::InFlight`] can poll this for the original's outcome without appending
     /// audit events. `UnknownCall` if the call was never admitted.
     pub fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
-        let conn = match self.conn() {
-            Conn::Sqlite(conn) => conn,
-            Conn::Postgres(pg) => return pg.outcome(run_id, call_id),
-        };
-        let row: Option<Option<String>> = conn
-            .prepare_cached("SELECT result_json FROM calls WHERE run_id = ?1 AND call_id = ?2")?
-            .query_row(params![run_id, call_id], |row| row.get(0))
-            .optional()?;
-        match row {
-            None => Err(LedgerError::unknown(run_id, call_id)),
-            Some(json) => json.as_deref().map(decode_result).transpose(),
-        }
+        self.store.outcome(run_id, call_id)
     }
 
     /// Mark an admitted call `started`, right before the sandbox runs it. Marking a started
@@ -268,21 +212,6 @@ impl Ledger {
     }
 }
 
-/// The admission decision a write answered with.
-pub(crate) fn admission(answer: Result<Applied, LedgerError>) -> Result<Admission, LedgerError> {
-    match answer? {
-        Applied::Admission(a) => Ok(a),
-        Applied::Done => Err(LedgerError::Commit(
-            "an admission was answered without a decision".into(),
-        )),
-    }
-}
-
-/// A write that decides nothing.
-pub(crate) fn done(answer: Result<Applied, LedgerError>) -> Result<(), LedgerError> {
-    answer.map(|_| ())
-}
-
 /// A call admitted after its first stages ran ([`Ledger::admit_started`],
 /// [`Ledger::admit_finished`]): what admission would have been told, when it was decided that
 /// the call is new, and what the stages decided meanwhile.
@@ -297,16 +226,4 @@ pub struct Opening<'a> {
     pub events: &'a [PendingEvent],
     /// The validated arguments, stored only if the ledger records content.
     pub content: Option<&'a serde_json::Value>,
-}
-
-/// The state of a call, if it was admitted.
-pub(super) fn call_state(
-    conn: &Connection,
-    run_id: &str,
-    call_id: &str,
-) -> Result<Option<String>, LedgerError> {
-    Ok(conn
-        .prepare_cached("SELECT state FROM calls WHERE run_id = ?1 AND call_id = ?2")?
-        .query_row(params![run_id, call_id], |row| row.get(0))
-        .optional()?)
 }

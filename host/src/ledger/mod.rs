@@ -1,4 +1,5 @@
-//! The durable ledger: admission, replay, terminal outcomes and the audit trail, in SQLite.
+//! The durable ledger: admission, replay, terminal outcomes and the audit trail, in SQLite or
+//! PostgreSQL.
 //!
 //! The ledger is the first and the last stage of the pipeline (see `docs/architecture.md`):
 //!
@@ -54,26 +55,34 @@
 //! that owns its own connection and commits whatever arrived while its previous commit ran in
 //! one transaction (group commit, `group.rs`); async callers await that commit
 //! ([`Ledger::commit`]) without blocking a worker, and the synchronous methods wait for it on
-//! their own thread. Reads and the rare other writes use a second connection behind a mutex.
-//! The writer's [`Backend`] is the interface a server database plugs into. Several processes
+//! their own thread. Reads and the rare other writes use a second connection. Several processes
 //! may open the same file: admission uses `BEGIN IMMEDIATE`, so exactly one of them admits a
 //! new call.
+//!
+//! # Layout
+//!
+//! The facade (`Ledger`, this folder's top files) decides nothing about storage and names no
+//! driver; each backend is a folder behind two interfaces:
+//! - `store.rs`: `Store`, everything stored and read besides the call path's writes (reads,
+//!   content, tokens, transcripts, recovery, budgets and rates), and the writer's connection;
+//! - `write.rs`: [`Backend`], the call path's writes applied as a group in one transaction;
+//! - `sqlite/` (one file, one host: budgets and rates in memory, `limits.rs`) and `postgres/`
+//!   (one database, many hosts: budgets, rates and leases in the database).
 
 mod admission;
 mod audit;
-mod checkpoint;
 mod codec;
 mod config;
 mod error;
+mod events;
 mod group;
-mod lease;
+mod limits;
 mod outcome;
 pub mod postgres;
 mod recovery;
-mod schema;
 mod sqlite;
+mod store;
 mod tokens;
-pub use tokens::TokenSpend;
 mod transcript;
 mod write;
 
@@ -86,73 +95,44 @@ mod group_tests;
 #[cfg(test)]
 mod tests;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::time::Duration;
 
-use rusqlite::Connection;
-use sha2::{Digest, Sha256};
-
-pub use admission::{Admission, Opening, OUTCOME_UNKNOWN_MESSAGE};
-pub use audit::{CallRecord, CallState, EventRecord, PendingEvent, MAX_APPENDED_EVENTS_CHARS};
+pub use admission::Opening;
+pub use codec::digest_bytes;
+pub(crate) use codec::now_ms;
 pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;
+pub use events::{CallRecord, CallState, EventRecord, PendingEvent, MAX_APPENDED_EVENTS_CHARS};
 pub use group::{GroupStats, Inline, MAX_GROUP};
-pub use outcome::Outcome;
+pub use limits::{Budget, MemoryLimits, MAX_TRACKED_PRINCIPALS, MAX_TRACKED_RUNS};
+pub use outcome::{Outcome, OUTCOME_UNKNOWN_MESSAGE};
+pub use postgres::PgConfig;
 pub use sqlite::SqliteBackend;
-pub use transcript::{TranscriptEntry, MAX_TRANSCRIPT_DETAIL};
-pub use write::{Applied, Backend, CallKey, Write};
+pub use store::{LedgerOptions, TokenSpend, TranscriptEntry};
+pub use transcript::MAX_TRANSCRIPT_DETAIL;
+pub use write::{Admission, Applied, Backend, CallKey, Write};
 
-/// How long a statement waits for another connection's write lock before failing.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How a ledger is opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LedgerOptions {
-    /// `synchronous=FULL`: fsync the WAL on every commit (survives power loss). The default,
-    /// `NORMAL`, survives a crash of the process but may lose the last commits on power loss.
-    pub synchronous_full: bool,
-    /// Store argument content ([`Ledger::record_content`]). Off by default: only digests and
-    /// sizes are recorded.
-    pub record_content: bool,
-}
+use store::Store;
 
 /// The durable ledger: one SQLite file, or a PostgreSQL database shared by several hosts. See
 /// the module docs.
 pub struct Ledger {
-    /// Reads, and the writes outside the call path (recovery, tokens, transcripts, content).
-    store: Store,
+    /// Reads, the writes outside the call path (recovery, tokens, transcripts, content), and
+    /// budgets and rates: the backend, behind the ledger's one interface.
+    store: Box<dyn Store>,
     /// The call path's writes, committed in groups on the writer's own connection.
     writer: group::GroupWriter,
     options: LedgerOptions,
 }
 
-/// Where the reads and the rare writes go.
-pub(crate) enum Store {
-    Sqlite {
-        conn: Mutex<Connection>,
-        path: PathBuf,
-        lease: lease::Lease,
-        /// Checkpoints the log when the call path's commits have grown it.
-        _checkpointer: checkpoint::Checkpointer,
-    },
-    Postgres(postgres::PgStore),
-}
-
-/// The store a method works on: SQLite's connection, held, or the PostgreSQL store.
-enum Conn<'a> {
-    Sqlite(MutexGuard<'a, Connection>),
-    Postgres(&'a postgres::PgStore),
-}
-
 impl std::fmt::Debug for Ledger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut d = f.debug_struct("Ledger");
-        match &self.store {
-            Store::Sqlite { path, .. } => d.field("path", path),
-            Store::Postgres(pg) => d.field("postgres_owner", &pg.owner()),
-        };
-        d.field("options", &self.options).finish_non_exhaustive()
+        f.debug_struct("Ledger")
+            .field("path", &self.store.path())
+            .field("owner", &self.store.owner())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
     }
 }
 
@@ -160,7 +140,7 @@ impl Ledger {
     /// Open (or create) the ledger at `path`, creating its parent directories, and bring its
     /// schema up to date.
     pub fn open(path: &Path, options: LedgerOptions) -> Result<Ledger, LedgerError> {
-        Ledger::open_with(path, options, |sqlite| Box::new(sqlite))
+        Ledger::over(Box::new(sqlite::open(path, &options)?), options)
     }
 
     /// [`Ledger::open`], with the call path's writes going to the backend `wrap` makes of the
@@ -170,30 +150,10 @@ impl Ledger {
         options: LedgerOptions,
         wrap: impl FnOnce(SqliteBackend) -> Box<dyn Backend>,
     ) -> Result<Ledger, LedgerError> {
-        if let Some(parent) = path.parent() {
-            if !parent.as_os_str().is_empty() {
-                std::fs::create_dir_all(parent)?;
-            }
-        }
-        let mut conn = Connection::open(path)?;
-        // Every statement the ledger runs stays prepared (the default cache holds 16).
-        conn.set_prepared_statement_cache_capacity(64);
-        schema::configure(&conn, &options)?;
-        schema::migrate(&mut conn)?;
-        let lease = lease::Lease::take(path)?;
-        let mut writer_conn = Connection::open(path)?;
-        writer_conn.set_prepared_statement_cache_capacity(64);
-        schema::configure(&writer_conn, &options)?;
-        let checkpointer = checkpoint::Checkpointer::start(path, &options, &mut writer_conn)?;
-        let backend = SqliteBackend::new(writer_conn, lease.owner().to_owned());
-        let writer = group::GroupWriter::start(wrap(backend))?;
+        let store = sqlite::open(path, &options)?;
+        let writer = group::GroupWriter::start(wrap(store.take_backend()?))?;
         Ok(Ledger {
-            store: Store::Sqlite {
-                conn: Mutex::new(conn),
-                path: path.to_path_buf(),
-                lease,
-                _checkpointer: checkpointer,
-            },
+            store: Box::new(store),
             writer,
             options,
         })
@@ -208,11 +168,15 @@ impl Ledger {
         options: LedgerOptions,
     ) -> Result<Ledger, LedgerError> {
         let owner = uuid::Uuid::new_v4().simple().to_string();
-        let store = postgres::PgStore::start(config, owner.clone(), lease)?;
-        let backend = postgres::PgBackend::connect(config, owner)?;
-        let writer = group::GroupWriter::start(Box::new(backend))?;
+        let store = postgres::PgStore::start(config, owner, lease)?;
+        Ledger::over(Box::new(store), options)
+    }
+
+    /// The ledger over `store`, its writer started on the store's writer connection.
+    fn over(store: Box<dyn Store>, options: LedgerOptions) -> Result<Ledger, LedgerError> {
+        let writer = group::GroupWriter::start(store.writer()?)?;
         Ok(Ledger {
-            store: Store::Postgres(store),
+            store,
             writer,
             options,
         })
@@ -225,44 +189,24 @@ impl Ledger {
 
     /// The database file (`None` for a PostgreSQL ledger).
     pub fn path(&self) -> Option<&Path> {
-        match &self.store {
-            Store::Sqlite { path, .. } => Some(path),
-            Store::Postgres(_) => None,
-        }
+        self.store.path()
     }
 
-    /// Run budgets and rate limits kept in the ledger, shared by every host on it: `Some` for
-    /// PostgreSQL. A SQLite ledger has one host, which keeps them in its memory.
-    pub fn shared_limits(&self) -> Option<&postgres::PgStore> {
-        match &self.store {
-            Store::Postgres(pg) => Some(pg),
-            Store::Sqlite { .. } => None,
-        }
+    /// Count one call of `tool` in `run` against `budgets`, for every host of this ledger (in
+    /// the database when it is shared, else in this host's memory): `None` when counted, else
+    /// the budget it would break (nothing counted).
+    pub fn take_budget(
+        &self,
+        run: &str,
+        tool: &str,
+        budgets: &crate::contract::Budgets,
+    ) -> Result<Option<Budget>, LedgerError> {
+        self.store.take_budget(run, tool, budgets)
     }
 
-    /// The store. A panic while SQLite's connection was held leaves no transaction open (an
-    /// unfinished `rusqlite::Transaction` rolls back when dropped), so a poisoned lock is safe
-    /// to reuse.
-    fn conn(&self) -> Conn<'_> {
-        match &self.store {
-            Store::Sqlite { conn, .. } => {
-                Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
-            }
-            Store::Postgres(pg) => Conn::Postgres(pg),
-        }
+    /// Take one call from `principal`'s token bucket (`rate` per second, at most `burst`), for
+    /// every host of this ledger: `false` when it is empty.
+    pub fn take_rate(&self, principal: &str, rate: f64, burst: f64) -> Result<bool, LedgerError> {
+        self.store.take_rate(principal, rate, burst)
     }
-}
-
-/// The lowercase hex SHA-256 of `bytes`. Callers hash the canonical bytes they chose (e.g. the
-/// JCS form of validated arguments); the ledger stays agnostic of the canonical form.
-pub fn digest_bytes(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }

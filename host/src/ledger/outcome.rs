@@ -1,16 +1,12 @@
 //! The one terminal outcome of a call, as a row stores it: computed by the caller before it
 //! hands the write to the ledger's writer, written by the one statement that finishes the call.
 
-use rusqlite::types::Null;
-use rusqlite::{params_from_iter, Connection, ToSql};
-
-use super::admission::call_state;
-use super::audit::event_lines;
 use super::codec::to_sql_u64;
+use super::events::event_lines;
 use sha2::{Digest, Sha256};
 
 use super::LedgerError;
-use crate::contract::{ApprovalNeeded, Code, Stage, Status, ToolResult, Usage};
+use crate::contract::{ApprovalNeeded, Code, Decision, Stage, Status, ToolCall, ToolResult, Usage};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -91,30 +87,6 @@ impl Outcome {
         self
     }
 
-    /// The columns an outcome sets, bound as parameters `?1`…`?12` (status, code, message,
-    /// diagnostic_id, output_digest, output_size, fuel_consumed, wall_ms, memory_peak_bytes,
-    /// output_bytes, result_json, started_at_ms) by the statements that write it; `None` binds
-    /// them all to NULL (a call not finished). Each statement's own parameters follow from `?13`.
-    pub(super) fn columns(outcome: Option<&Outcome>) -> [&dyn ToSql; OUTCOME_COLUMNS] {
-        let Some(o) = outcome else {
-            return [&Null; OUTCOME_COLUMNS];
-        };
-        [
-            &o.status,
-            &o.code,
-            &o.message,
-            &o.diagnostic_id,
-            &o.output_digest,
-            &o.output_size,
-            &o.usage[0],
-            &o.usage[1],
-            &o.usage[2],
-            &o.usage[3],
-            &o.result_json,
-            &o.started_at_ms,
-        ]
-    }
-
     /// The `record` event of this outcome, at `now`.
     pub(super) fn record_line(&self, now: i64) -> Result<String, LedgerError> {
         event_lines([(
@@ -126,8 +98,7 @@ impl Outcome {
     }
 }
 
-/// An outcome's stored columns, by reference, for a backend that binds them its own way
-/// (PostgreSQL, `postgres/backend.rs`).
+/// An outcome's stored columns, by reference, for a backend to bind its own way.
 pub(super) struct Stored<'a> {
     pub(in crate::ledger) status: &'a str,
     pub(in crate::ledger) code: Option<&'a str>,
@@ -142,7 +113,7 @@ pub(super) struct Stored<'a> {
 }
 
 impl Outcome {
-    /// The columns [`Outcome::columns`] binds, as values.
+    /// The columns an outcome sets, as values, for each backend to bind its own way.
     pub(super) fn stored(&self) -> Stored<'_> {
         Stored {
             status: self.status,
@@ -205,40 +176,48 @@ struct StoredResult<'a> {
     usage: &'a Usage,
 }
 
-/// How many parameters [`Outcome::columns`] binds.
-pub(super) const OUTCOME_COLUMNS: usize = 12;
+/// The model-safe message of a call that recovery closed.
+pub const OUTCOME_UNKNOWN_MESSAGE: &str =
+    "the host stopped before this call finished; its effect is unknown";
 
-/// Write the outcome of an admitted call, mark it finished and append `lines` to its events,
-/// in one statement; `AlreadyFinished` (and no change) if it has one, `UnknownCall` if it was
-/// never admitted.
-pub(super) fn close_call(
-    conn: &Connection,
-    run_id: &str,
+/// What closing a lost call writes: its `outcome_unknown` outcome and its `recover` event,
+/// saying `why` the call (which was `state`) is closed.
+pub(super) fn closing(
     call_id: &str,
-    outcome: &Outcome,
+    tool: String,
+    why: &str,
+    state: &str,
     now: i64,
-    lines: &str,
-) -> Result<(), LedgerError> {
-    let own: [&dyn ToSql; 4] = [&run_id, &call_id, &now, &lines];
-    let changed = conn
-        .prepare_cached(
-            "UPDATE calls SET state = 'finished', status = ?1, code = ?2, message = ?3,
-                 diagnostic_id = ?4, output_digest = ?5, output_size = ?6, fuel_consumed = ?7,
-                 wall_ms = ?8, memory_peak_bytes = ?9, output_bytes = ?10, result_json = ?11,
-                 started_at_ms = COALESCE(started_at_ms, ?12),
-                 finished_at_ms = ?15, events = events || ?16
-             WHERE run_id = ?13 AND call_id = ?14 AND state <> 'finished'",
-        )?
-        .execute(params_from_iter(
-            Outcome::columns(Some(outcome)).into_iter().chain(own),
-        ))?;
-    if changed == 1 {
-        return Ok(());
-    }
-    match call_state(conn, run_id, call_id)? {
-        None => Err(LedgerError::unknown(run_id, call_id)),
-        Some(_) => Err(LedgerError::finished(run_id, call_id)),
-    }
+) -> Result<(Outcome, String), LedgerError> {
+    let outcome = Outcome::of(&outcome_unknown(call_id, tool))?;
+    let detail =
+        format!("{why} while this call was {state}; closed as outcome_unknown, never re-run");
+    let lines = event_lines([(
+        now,
+        Stage::Recover.as_str(),
+        Decision::OutcomeUnknown.as_str(),
+        detail.as_str(),
+    )])?;
+    Ok((outcome, lines))
+}
+
+/// The result recovery records for a call the host lost track of.
+fn outcome_unknown(call_id: &str, tool: String) -> ToolResult {
+    let call = ToolCall {
+        call_id: call_id.to_owned(),
+        name: tool,
+        arguments: serde_json::Value::Null,
+    };
+    // Built from the contract's constructor so that fields added later get their defaults.
+    let mut result = ToolResult::failed(
+        &call,
+        Code::HostError,
+        OUTCOME_UNKNOWN_MESSAGE,
+        Usage::default(),
+    );
+    result.status = Status::OutcomeUnknown;
+    result.code = None;
+    result
 }
 
 #[cfg(test)]

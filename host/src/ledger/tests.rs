@@ -543,7 +543,7 @@ fn schema_version_is_checked() {
     let v: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(v, schema::SCHEMA_VERSION);
+    assert_eq!(v, sqlite::schema::SCHEMA_VERSION);
     conn.pragma_update(None, "user_version", 99).unwrap();
     drop(conn);
     assert!(matches!(
@@ -620,7 +620,7 @@ fn version_1_ledgers_migrate_without_loss() {
     let path = dir.path().join("v1.db");
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(schema::MIGRATIONS[0]).unwrap();
+        conn.execute_batch(sqlite::schema::MIGRATIONS[0]).unwrap();
         conn.pragma_update(None, "user_version", 1).unwrap();
         let done = call("done", json!({"q": 1}));
         let result = ToolResult::completed(&done, json!({"a": 2}), usage());

@@ -7,20 +7,8 @@
 //! and a host whose clock is behind would otherwise accept a token past its expiry. (SQLite's
 //! ledger lives on the one host whose clock the policy already used.)
 
-/// What spending a token did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenSpend {
-    /// Spent now, for the first time.
-    Spent,
-    /// Spent before (by this or any process on this ledger).
-    AlreadySpent,
-    /// Past its expiry by the ledger's clock (PostgreSQL): not spent.
-    Expired,
-}
-
-use rusqlite::{params, TransactionBehavior};
-
-use super::{now_ms, Conn, Ledger, LedgerError};
+use super::store::TokenSpend;
+use super::{Ledger, LedgerError};
 
 impl Ledger {
     /// Spend `token_id`, unless it was spent before or (PostgreSQL) the database's clock says it
@@ -30,36 +18,13 @@ impl Ledger {
         token_id: &str,
         expires_at_unix: i64,
     ) -> Result<TokenSpend, LedgerError> {
-        let mut conn = match self.conn() {
-            Conn::Sqlite(conn) => conn,
-            Conn::Postgres(pg) => return pg.consume_token(token_id, expires_at_unix),
-        };
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let inserted = tx
-            .prepare_cached(
-                "INSERT INTO used_tokens (token_id, expires_at_unix, used_at_ms)
-                 VALUES (?1, ?2, ?3) ON CONFLICT (token_id) DO NOTHING",
-            )?
-            .execute(params![token_id, expires_at_unix, now_ms()])?;
-        tx.commit()?;
-        Ok(if inserted == 1 {
-            TokenSpend::Spent
-        } else {
-            TokenSpend::AlreadySpent
-        })
+        self.store.consume_token(token_id, expires_at_unix)
     }
 
     /// Forget spent tokens that expired before `before_unix`, returning how many. Only safe if
     /// the policy refuses every token past its expiry *before* it spends it, and with a margin
     /// for clock steps: a pruned token would otherwise be spendable again.
     pub fn prune_used_tokens(&self, before_unix: i64) -> Result<u64, LedgerError> {
-        let conn = match self.conn() {
-            Conn::Sqlite(conn) => conn,
-            Conn::Postgres(pg) => return pg.prune_used_tokens(before_unix),
-        };
-        let n = conn
-            .prepare_cached("DELETE FROM used_tokens WHERE expires_at_unix < ?1")?
-            .execute([before_unix])?;
-        Ok(n as u64)
+        self.store.prune_used_tokens(before_unix)
     }
 }

@@ -5,13 +5,31 @@
 //! [`Write`]. The group writer (`group.rs`) hands whatever writes arrived while the previous
 //! commit ran to [`Backend::apply`] together; a backend applies each in order, keeps each
 //! write's own failure to that write (as if it had run in a transaction of its own), and commits
-//! once. SQLite (`sqlite.rs`) is the embedded backend; a server database implements the same
+//! once. SQLite (`sqlite/backend.rs`) is the embedded backend; a server database implements the same
 //! trait with one round trip per group.
 
-use super::audit::{event_lines, pending_lines, PendingEvent};
+use super::events::{event_lines, pending_lines, PendingEvent};
 use super::outcome::Outcome;
-use super::{Admission, LedgerError};
-use crate::contract::{Decision, Stage};
+use super::LedgerError;
+use crate::contract::{Decision, Stage, ToolResult};
+
+/// What admission decided for a `(run_id, call_id)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// A new call: run it. `seq` is its admission order across the ledger (from 1).
+    New { seq: i64 },
+    /// The same call (same tool, same argument digest) already ended: return this recorded
+    /// result exactly, and do not run it again.
+    Replay(ToolResult),
+    /// The same call was admitted and has no outcome yet: it is running (or a host stopped
+    /// while running it and `recover` has not closed it yet). Do not run it again.
+    InFlight,
+    /// The id was reused with another tool or other arguments. The caller answers this
+    /// proposal with `failed`/`duplicate_call_id` **without calling `finish`**: the id's record
+    /// belongs to the original call, which is left unchanged. The ledger has already appended
+    /// an `admit`/`conflict` event to the original call.
+    Conflict,
+}
 
 /// What a call is admitted under: its id and the caller's digest of `{tool, arguments}`.
 #[derive(Debug, Clone)]
@@ -94,6 +112,21 @@ pub trait Backend: Send + 'static {
     fn is_admitted(&mut self, _run_id: &str, _call_id: &str) -> Option<Result<bool, LedgerError>> {
         None
     }
+}
+
+/// The admission decision a write answered with.
+pub(crate) fn decided(answer: Result<Applied, LedgerError>) -> Result<Admission, LedgerError> {
+    match answer? {
+        Applied::Admission(a) => Ok(a),
+        Applied::Done => Err(LedgerError::Commit(
+            "an admission was answered without a decision".into(),
+        )),
+    }
+}
+
+/// A write that decides nothing.
+pub(crate) fn done(answer: Result<Applied, LedgerError>) -> Result<(), LedgerError> {
+    answer.map(|_| ())
 }
 
 /// `outcome` must be the outcome of `call_id`: replay returns it as stored.

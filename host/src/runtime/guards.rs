@@ -1,9 +1,8 @@
-//! Limits beyond one call: per-run call budgets, a per-principal rate limit and a per-host
-//! concurrency limit. A breach ends the call before it executes.
+//! Limits beyond one call: the `[run]` settings (per-run call budgets, a per-principal rate,
+//! a per-host concurrency limit) and the concurrency slots. The ledger keeps the budgets' and
+//! rates' counts (`ledger/limits.rs`). A breach ends the call before it executes.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -13,10 +12,6 @@ use crate::sandbox::MAX_CONCURRENT_INSTANCES;
 
 /// Default calls that may execute at once on one host.
 pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 64;
-/// Runs whose counters are remembered; the oldest are forgotten past this (bounds host memory).
-pub const MAX_TRACKED_RUNS: usize = 10_000;
-/// Principals whose rate buckets are remembered.
-pub const MAX_TRACKED_PRINCIPALS: usize = 10_000;
 
 /// The `[run]` config section.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
@@ -90,60 +85,15 @@ impl RunLimitsConfig {
     }
 }
 
-#[derive(Default)]
-struct RunCounters {
-    total: u64,
-    per_tool: HashMap<String, u64>,
-}
-
-/// Counts calls per run against the run's budgets.
-#[derive(Default)]
-pub struct RunBudgets {
-    runs: Mutex<(HashMap<String, RunCounters>, VecDeque<String>)>,
-}
-
 /// The message of a call refused because its run used all of its tool calls.
 pub const RUN_CALLS_EXHAUSTED: &str = "this run has used all of its tool calls";
 /// The message of a call refused because its run used all of its calls of that tool.
 pub const TOOL_CALLS_EXHAUSTED: &str = "this run has used all of its calls of this tool";
 
-impl RunBudgets {
-    /// Count one call of `tool` in `run`, or say which budget it would break (and count nothing).
-    pub fn take(&self, run: &str, tool: &str, budgets: &Budgets) -> Result<(), &'static str> {
-        let mut guard = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        let (runs, order) = &mut *guard;
-        if !runs.contains_key(run) {
-            if order.len() >= MAX_TRACKED_RUNS {
-                if let Some(old) = order.pop_front() {
-                    runs.remove(&old);
-                }
-            }
-            order.push_back(run.to_string());
-        }
-        let c = runs.entry(run.to_string()).or_default();
-        if budgets.max_calls.is_some_and(|m| c.total >= m) {
-            return Err(RUN_CALLS_EXHAUSTED);
-        }
-        let n = c.per_tool.get(tool).copied().unwrap_or(0);
-        if budgets.max_calls_per_tool.is_some_and(|m| n >= m) {
-            return Err(TOOL_CALLS_EXHAUSTED);
-        }
-        c.total += 1;
-        *c.per_tool.entry(tool.to_string()).or_default() += 1;
-        Ok(())
-    }
-}
-
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-/// A token bucket per principal.
+/// The per-principal rate of this host's config; the buckets are kept by the ledger.
 pub struct RateLimiter {
     rate: Option<f64>,
     burst: f64,
-    buckets: Mutex<HashMap<String, Bucket>>,
 }
 
 impl RateLimiter {
@@ -151,42 +101,12 @@ impl RateLimiter {
         let burst = burst
             .map(f64::from)
             .unwrap_or_else(|| rate.unwrap_or(1.0).ceil().max(1.0));
-        RateLimiter {
-            rate,
-            burst,
-            buckets: Mutex::new(HashMap::new()),
-        }
+        RateLimiter { rate, burst }
     }
 
     /// The sustained rate (calls per second) and burst, when a rate is set.
     pub fn settings(&self) -> Option<(f64, f64)> {
         self.rate.map(|r| (r, self.burst))
-    }
-
-    /// Take one call for `principal` at `now`; false when over the rate.
-    pub fn allow(&self, principal: &str, now: Instant) -> bool {
-        let Some(rate) = self.rate else { return true };
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if buckets.len() >= MAX_TRACKED_PRINCIPALS && !buckets.contains_key(principal) {
-            // Forget full buckets: they are indistinguishable from new ones.
-            let burst = self.burst;
-            buckets.retain(|_, b| {
-                b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * rate < burst
-            });
-        }
-        let b = buckets.entry(principal.to_string()).or_insert(Bucket {
-            tokens: self.burst,
-            at: now,
-        });
-        let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * rate).min(self.burst);
-        b.at = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
     }
 }
 
@@ -211,35 +131,19 @@ impl Concurrency {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    /// Budgets count per run and per tool, and a refused call is not counted.
+    /// The burst is one second's worth (at least 1) unless set.
     #[test]
-    fn budgets() {
-        let b = RunBudgets::default();
-        let limits = Budgets {
-            max_calls: Some(3),
-            max_calls_per_tool: Some(2),
-        };
-        assert!(b.take("r", "a", &limits).is_ok());
-        assert!(b.take("r", "a", &limits).is_ok());
-        assert!(b.take("r", "a", &limits).is_err());
-        assert!(b.take("r", "b", &limits).is_ok());
-        assert!(b.take("r", "b", &limits).is_err());
-        assert!(b.take("other", "a", &limits).is_ok());
-    }
-
-    /// The bucket allows a burst, refuses past it, and refills with time.
-    #[test]
-    fn rate() {
-        let r = RateLimiter::new(Some(2.0), Some(2));
-        let t = Instant::now();
-        assert!(r.allow("p", t));
-        assert!(r.allow("p", t));
-        assert!(!r.allow("p", t));
-        assert!(r.allow("q", t));
-        assert!(r.allow("p", t + Duration::from_millis(500)));
-        assert!(RateLimiter::new(None, None).allow("p", t));
+    fn rate_settings() {
+        assert_eq!(
+            RateLimiter::new(Some(2.5), None).settings(),
+            Some((2.5, 3.0))
+        );
+        assert_eq!(
+            RateLimiter::new(Some(0.5), Some(4)).settings(),
+            Some((0.5, 4.0))
+        );
+        assert_eq!(RateLimiter::new(None, Some(4)).settings(), None);
     }
 
     /// Slots run out and come back when released.

@@ -26,7 +26,7 @@ use crate::ledger::Ledger;
 use crate::policy::{ApprovalKey, Policy};
 use crate::registry::{Registry, Tool};
 use crate::sandbox::{Execution, Sandbox};
-use guards::{Concurrency, RateLimiter, RunBudgets};
+use guards::{Concurrency, RateLimiter};
 
 pub use diagnostics::Diagnostics;
 pub use pipeline::MAX_WAITING_DUPLICATES;
@@ -45,7 +45,6 @@ pub struct Runtime {
     pub policy: Policy,
     pub(crate) approval_key: ApprovalKey,
     pub(crate) approval_ttl: u64,
-    pub(crate) budgets: RunBudgets,
     pub(crate) rate: RateLimiter,
     pub(crate) concurrency: Concurrency,
     /// Budgets a new run gets from the config.
@@ -109,7 +108,6 @@ impl Runtime {
             policy: parts.policy,
             approval_key: parts.approval_key,
             approval_ttl: parts.approval_ttl,
-            budgets: RunBudgets::default(),
             rate: RateLimiter::new(run.rate_per_principal, run.rate_burst),
             concurrency: Concurrency::new(run.concurrent_calls()),
             run_budgets: run.budgets(),

@@ -1,7 +1,7 @@
 //! The call path's writes in PostgreSQL: a group in one round trip. `toolhost_apply` (schema
 //! version 4) applies the group's writes in order in the one transaction of its statement,
 //! each in a subtransaction of its own so that one write's failure is that write's alone —
-//! the contract of [`Backend`], as SQLite keeps it (`ledger/sqlite.rs`) — and answers for
+//! the contract of [`Backend`], as SQLite keeps it (`ledger/sqlite/backend.rs`) — and answers for
 //! each. Everything a write stores that does not depend on the database (event lines, the
 //! outcome's columns) is computed here, by the same code SQLite's writes use (`group.rs`
 //! gets them ready on the callers' threads).
@@ -19,12 +19,12 @@ use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 use tokio_postgres::Client;
 
-use super::super::audit::{
+use super::super::codec::decode_result;
+use super::super::error::check_key;
+use super::super::events::{
     approval_digests, event_lines, pending_lines, PendingEvent, CAPPED, CAPPED_DETAIL,
     MAX_APPENDED_EVENTS_CHARS,
 };
-use super::super::codec::decode_result;
-use super::super::error::check_key;
 use super::super::outcome::Outcome;
 use super::super::write::{
     admission_lines, check_result_id, finish_lines, Applied, Backend, CallKey, Write,

@@ -5,9 +5,8 @@
 use std::sync::Barrier;
 
 use super::tests::{key, ledger, TestSchema};
-use super::*;
-use crate::contract::{Status, ToolResult};
-use crate::ledger::{Admission, LedgerError, TokenSpend, Write};
+use crate::contract::{Budgets, Status, ToolResult};
+use crate::ledger::{Admission, Budget, Ledger, LedgerError, TokenSpend, Write};
 
 /// Through the ledger's own API on two hosts: an approval token spent on one is refused on
 /// the other, and each host reads the calls the other recorded.
@@ -84,10 +83,7 @@ fn pg_a_lapsed_hosts_calls_end_outcome_unknown_and_live_ones_are_kept() {
     // Nothing has lapsed: nobody's calls are closed.
     assert!(b.recover().unwrap().is_empty());
     // a's lease passes (as if it had stopped renewing it long ago).
-    let a_owner = match &a.store {
-        crate::ledger::Store::Postgres(pg) => pg.owner().to_owned(),
-        crate::ledger::Store::Sqlite { .. } => unreachable!("opened on PostgreSQL"),
-    };
+    let a_owner = a.store.owner().to_owned();
     db.query(&format!(
         "UPDATE hosts SET lease_until_ms = 0 WHERE owner = '{a_owner}'"
     ));
@@ -125,21 +121,20 @@ fn pg_a_lapsed_hosts_calls_end_outcome_unknown_and_live_ones_are_kept() {
 fn pg_run_budgets_are_exact_across_hosts() {
     let db = TestSchema::new();
     let hosts: Vec<_> = (0..3).map(|_| ledger(&db)).collect();
+    let run_budget = Budgets {
+        max_calls: Some(10),
+        max_calls_per_tool: None,
+    };
     let start = Barrier::new(3);
     let taken: usize = std::thread::scope(|s| {
         let running: Vec<_> = hosts
             .iter()
             .map(|h| {
-                let start = &start;
+                let (start, run_budget) = (&start, &run_budget);
                 s.spawn(move || {
                     start.wait();
-                    let pg = h.shared_limits().expect("PostgreSQL keeps the limits");
                     (0..10)
-                        .filter(|_| {
-                            pg.take_budget("run", "add", Some(10), None)
-                                .unwrap()
-                                .is_none()
-                        })
+                        .filter(|_| h.take_budget("run", "add", run_budget).unwrap().is_none())
                         .count()
                 })
             })
@@ -147,44 +142,20 @@ fn pg_run_budgets_are_exact_across_hosts() {
         running.into_iter().map(|t| t.join().unwrap()).sum()
     });
     assert_eq!(taken, 10);
-    let pg = hosts[0].shared_limits().unwrap();
     assert_eq!(
-        pg.take_budget("run", "add", Some(10), None).unwrap(),
+        hosts[0].take_budget("run", "add", &run_budget).unwrap(),
         Some(Budget::Run)
     );
     // Per tool: 2 of `echo` in another run, whichever host asks.
-    assert_eq!(
-        hosts[1]
-            .shared_limits()
-            .unwrap()
-            .take_budget("r2", "echo", None, Some(2))
-            .unwrap(),
-        None
-    );
-    assert_eq!(
-        hosts[2]
-            .shared_limits()
-            .unwrap()
-            .take_budget("r2", "echo", None, Some(2))
-            .unwrap(),
-        None
-    );
-    assert_eq!(
-        hosts[0]
-            .shared_limits()
-            .unwrap()
-            .take_budget("r2", "echo", None, Some(2))
-            .unwrap(),
-        Some(Budget::Tool)
-    );
-    assert_eq!(
-        hosts[0]
-            .shared_limits()
-            .unwrap()
-            .take_budget("r2", "other", None, Some(2))
-            .unwrap(),
-        None
-    );
+    let per_tool = Budgets {
+        max_calls: None,
+        max_calls_per_tool: Some(2),
+    };
+    let take = |host: usize, tool: &str| hosts[host].take_budget("r2", tool, &per_tool).unwrap();
+    assert_eq!(take(1, "echo"), None);
+    assert_eq!(take(2, "echo"), None);
+    assert_eq!(take(0, "echo"), Some(Budget::Tool));
+    assert_eq!(take(0, "other"), None);
 }
 
 /// A principal's token bucket is one bucket for every host: a burst of 3 spent across two
@@ -194,11 +165,10 @@ fn pg_run_budgets_are_exact_across_hosts() {
 fn pg_rate_buckets_are_shared_between_hosts() {
     let db = TestSchema::new();
     let (a, b) = (ledger(&db), ledger(&db));
-    let (a, b) = (a.shared_limits().unwrap(), b.shared_limits().unwrap());
     // 0.001 calls per second: nothing refills during the test.
-    let take = |pg: &PgStore| pg.take_rate("alice", 0.001, 3.0).unwrap();
-    assert!(take(a) && take(b) && take(a));
-    assert!(!take(b) && !take(a));
+    let take = |host: &Ledger| host.take_rate("alice", 0.001, 3.0).unwrap();
+    assert!(take(&a) && take(&b) && take(&a));
+    assert!(!take(&b) && !take(&a));
     assert!(b.take_rate("bob", 0.001, 3.0).unwrap());
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use super::super::recovery::closing;
+use super::super::outcome::closing;
 use super::super::{now_ms, LedgerError};
 use super::calls::close_call;
 use super::store::DB_NOW_MS;

@@ -2,17 +2,9 @@
 //! takes from them in the database, not in one host's memory.
 
 use super::super::codec::to_sql_u64;
+use super::super::limits::Budget;
 use super::super::LedgerError;
 use super::store::{PgStore, DB_NOW_MS};
-
-/// A run budget a call would break.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Budget {
-    /// `max_calls`: the run's calls in all.
-    Run,
-    /// `max_calls_per_tool`: the run's calls of this tool.
-    Tool,
-}
 
 impl PgStore {
     /// Count one call of `tool` in `run` against its budgets, shared by every host: `None` when

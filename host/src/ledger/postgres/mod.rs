@@ -15,11 +15,12 @@
 //!   (`toolhost_apply`: one transaction, a subtransaction per write); `calls.rs`: closing a
 //!   call outside the group writer (recovery).
 //! - `store.rs`: [`PgStore`], everything else (reads, tokens, transcripts) on a runtime of its
-//!   own, callable from any thread; `lease.rs`: leases and recovery; `limits.rs`: budgets and
+//!   own, callable from any thread; `interface.rs`: it as the ledger's [`Store`](super::store::Store); `lease.rs`: leases and recovery; `limits.rs`: budgets and
 //!   rate buckets.
 
 mod backend;
 mod calls;
+mod interface;
 mod lease;
 mod limits;
 mod schema;
@@ -33,7 +34,6 @@ mod host_tests;
 mod tests;
 
 pub use backend::PgBackend;
-pub use limits::Budget;
 pub use schema::{migrate, SCHEMA_VERSION};
 pub use store::PgStore;
 

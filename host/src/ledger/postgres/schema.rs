@@ -5,7 +5,7 @@
 //! first takes an advisory lock on the schema's name, so hosts that start together migrate
 //! once, one after another. A schema newer than this build is refused.
 //!
-//! The tables mirror SQLite's version 2 (`ledger/schema.rs`): one `calls` row holds a call's
+//! The tables mirror SQLite's version 2 (`ledger/sqlite/schema.rs`): one `calls` row holds a call's
 //! admission, outcome and stage decisions, so the call path's writes touch one row.
 
 use tokio_postgres::Client;

@@ -15,10 +15,10 @@ use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio_postgres::Client;
 
-use super::super::audit::{RawCall, CALL_COLUMNS};
 use super::super::codec::{decode_result, from_sql_u64, to_sql_u64};
 use super::super::error::check_key;
-use super::super::transcript::TranscriptEntry;
+use super::super::events::{RawCall, CALL_COLUMNS};
+use super::super::store::TranscriptEntry;
 use super::super::{now_ms, CallRecord, LedgerError};
 use super::lease::{lease_ms, prune_groups, prune_hosts, recover, renew};
 use super::PgConfig;
@@ -209,6 +209,11 @@ impl PgStore {
     /// This host's lease owner id (the `owner` of the calls it admits).
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// The settings the store connects with.
+    pub(super) fn config(&self) -> &PgConfig {
+        &self.client.config
     }
 
     pub fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {

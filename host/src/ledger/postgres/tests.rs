@@ -362,8 +362,12 @@ fn pg_a_group_sent_twice_is_applied_once() {
     assert_eq!(again[0]["admission"], "in_flight", "{again}");
     // (A host opening now closes these ownerless calls; that is recovery's business.)
     // Old answers are forgotten (a resend comes within seconds), recent ones kept.
-    let hosts = ledger(&db);
-    let store = hosts.shared_limits().unwrap();
+    let store = PgStore::start(
+        &db.config,
+        "pruner".into(),
+        std::time::Duration::from_secs(60),
+    )
+    .expect("the test server answers");
     assert_eq!(store.prune().unwrap(), (0, 0));
     db.query("UPDATE applied_groups SET at_ms = 0");
     assert_eq!(store.prune().unwrap(), (2, 0));

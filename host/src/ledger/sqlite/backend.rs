@@ -4,17 +4,15 @@
 
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, ToSql};
 
-use super::admission::call_state;
-use super::audit::{
-    append_lines, event_lines, note_approval_requests, parse_events, pending_lines, PendingEvent,
-};
-use super::codec::{decode_result, to_sql_u64};
-use super::error::check_key;
-use super::outcome::{close_call, Outcome};
-use super::write::{
+use super::super::codec::{decode_result, to_sql_u64};
+use super::super::error::check_key;
+use super::super::events::{event_lines, parse_events, pending_lines, PendingEvent};
+use super::super::outcome::Outcome;
+use super::super::write::{
     admission_lines, check_result_id, finish_lines, Applied, Backend, CallKey, Write,
 };
-use super::{now_ms, Admission, LedgerError};
+use super::super::{now_ms, Admission, LedgerError};
+use super::rows::{append_lines, call_state, close_call, columns, note_approval_requests};
 use crate::contract::{Decision, Stage};
 
 /// The writer's own connection to the ledger file, and the lease its calls are owned by.
@@ -239,7 +237,8 @@ fn insert(
         &lines,
         &finished_at_ms,
     ];
-    // ?1…?12 are the outcome's columns (`Outcome::columns`), NULL for a call not finished.
+    // ?1…?12 are the outcome's columns (`rows::columns`), NULL for a call not finished.
+    let stored = finished.map(|(outcome, _)| outcome.stored());
     conn.prepare_cached(
         "INSERT INTO calls
            (status, code, message, diagnostic_id, output_digest, output_size, fuel_consumed,
@@ -249,11 +248,7 @@ fn insert(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
                  ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
     )?
-    .execute(params_from_iter(
-        Outcome::columns(finished.map(|(outcome, _)| outcome))
-            .into_iter()
-            .chain(own),
-    ))?;
+    .execute(params_from_iter(columns(&stored).into_iter().chain(own)))?;
     let seq = conn.last_insert_rowid();
     insert_content(conn, key, at_ms, content)?;
     Ok(seq)

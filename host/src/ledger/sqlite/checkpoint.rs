@@ -16,7 +16,8 @@ use std::thread::JoinHandle;
 
 use rusqlite::Connection;
 
-use super::{schema, LedgerError, LedgerOptions};
+use super::super::{LedgerError, LedgerOptions};
+use super::schema;
 
 /// Log pages after which a checkpoint is asked for: SQLite's own default
 /// (`wal_autocheckpoint`), about 4 MiB of log.

@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
-use super::LedgerError;
+use super::super::LedgerError;
 
 /// The lease this ledger holds.
 #[derive(Debug)]

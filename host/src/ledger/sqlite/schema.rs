@@ -17,7 +17,12 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use super::{LedgerError, LedgerOptions, BUSY_TIMEOUT};
+use std::time::Duration;
+
+use super::super::{LedgerError, LedgerOptions};
+
+/// How long a statement waits for another connection's write lock before failing.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Version 1: calls, outcomes, events, content, transcript, used tokens.
 ///
@@ -218,7 +223,7 @@ ALTER TABLE transcript ADD COLUMN detail TEXT NOT NULL DEFAULT '';
 "#;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

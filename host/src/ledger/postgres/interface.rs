@@ -1,0 +1,118 @@
+//! The PostgreSQL store behind the ledger's one interface ([`Store`]). Each method is the
+//! store's own method of the same name (`store.rs`, `tokens.rs`); the writer is a
+//! [`PgBackend`] with its own connection, owned by this host's lease.
+
+use std::path::Path;
+
+use super::super::limits::Budget;
+use super::super::store::TranscriptEntry;
+use super::super::store::{Pending, Store};
+use super::super::write::Backend;
+use super::super::{CallRecord, LedgerError, TokenSpend};
+use super::{PgBackend, PgStore};
+use crate::contract::{Budgets, ToolResult};
+
+impl Store for PgStore {
+    fn writer(&self) -> Result<Box<dyn Backend>, LedgerError> {
+        Ok(Box::new(PgBackend::connect(
+            self.config(),
+            self.owner().to_owned(),
+        )?))
+    }
+
+    fn owner(&self) -> &str {
+        PgStore::owner(self)
+    }
+
+    fn path(&self) -> Option<&Path> {
+        None
+    }
+
+    fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {
+        PgStore::is_admitted(self, run_id, call_id)
+    }
+
+    fn is_admitted_async<'a>(&'a self, run_id: &'a str, call_id: &'a str) -> Pending<'a, bool> {
+        Box::pin(PgStore::is_admitted_async(self, run_id, call_id))
+    }
+
+    fn admitted_digest<'a>(
+        &'a self,
+        run_id: &'a str,
+        call_id: &'a str,
+    ) -> Pending<'a, Option<String>> {
+        Box::pin(PgStore::admitted_digest(self, run_id, call_id))
+    }
+
+    fn outcome(&self, run_id: &str, call_id: &str) -> Result<Option<ToolResult>, LedgerError> {
+        PgStore::outcome(self, run_id, call_id)
+    }
+
+    fn record_content(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        json: String,
+    ) -> Result<bool, LedgerError> {
+        PgStore::record_content(self, run_id, call_id, json)
+    }
+
+    fn approval_request(&self, digest: &str) -> Result<Option<(String, String)>, LedgerError> {
+        PgStore::approval_request(self, digest)
+    }
+
+    fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
+        PgStore::calls(self, run)
+    }
+
+    fn consume_token(
+        &self,
+        token_id: &str,
+        expires_at_unix: i64,
+    ) -> Result<TokenSpend, LedgerError> {
+        PgStore::consume_token(self, token_id, expires_at_unix)
+    }
+
+    fn prune_used_tokens(&self, before_unix: i64) -> Result<u64, LedgerError> {
+        PgStore::prune_used_tokens(self, before_unix)
+    }
+
+    fn transcript(
+        &self,
+        run_id: &str,
+        step: u32,
+        kind: &str,
+        digest: &str,
+        size: u64,
+        detail: &str,
+    ) -> Result<(), LedgerError> {
+        PgStore::transcript(self, run_id, step, kind, digest, size, detail)
+    }
+
+    fn transcript_entries(&self, run_id: &str) -> Result<Vec<TranscriptEntry>, LedgerError> {
+        PgStore::transcript_entries(self, run_id)
+    }
+
+    fn recover(&self) -> Result<Vec<(String, String)>, LedgerError> {
+        PgStore::recover(self)
+    }
+
+    fn take_budget(
+        &self,
+        run: &str,
+        tool: &str,
+        budgets: &Budgets,
+    ) -> Result<Option<Budget>, LedgerError> {
+        PgStore::take_budget(
+            self,
+            run,
+            tool,
+            budgets.max_calls,
+            budgets.max_calls_per_tool,
+        )
+    }
+
+    fn take_rate(&self, principal: &str, rate: f64, burst: f64) -> Result<bool, LedgerError> {
+        PgStore::take_rate(self, principal, rate, burst)
+    }
+}

@@ -1,0 +1,97 @@
+//! The SQLite store's reads: admission questions, a call's outcome, approval requests and the
+//! call listing.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::super::codec::decode_result;
+use super::super::events::{CallRecord, RawCall, CALL_COLUMNS};
+use super::super::LedgerError;
+use crate::contract::ToolResult;
+
+/// The admission digest of a call, if it was admitted.
+pub(super) fn admitted_digest(
+    conn: &Connection,
+    run_id: &str,
+    call_id: &str,
+) -> Result<Option<String>, LedgerError> {
+    Ok(conn
+        .prepare_cached("SELECT args_digest FROM calls WHERE run_id = ?1 AND call_id = ?2")?
+        .query_row(params![run_id, call_id], |row| row.get(0))
+        .optional()?)
+}
+
+/// The recorded terminal result of a call; `UnknownCall` if it was never admitted.
+pub(super) fn outcome(
+    conn: &Connection,
+    run_id: &str,
+    call_id: &str,
+) -> Result<Option<ToolResult>, LedgerError> {
+    let row: Option<Option<String>> = conn
+        .prepare_cached("SELECT result_json FROM calls WHERE run_id = ?1 AND call_id = ?2")?
+        .query_row(params![run_id, call_id], |row| row.get(0))
+        .optional()?;
+    match row {
+        None => Err(LedgerError::unknown(run_id, call_id)),
+        Some(json) => json.as_deref().map(decode_result).transpose(),
+    }
+}
+
+/// The first call that asked for approval of `digest`.
+pub(super) fn approval_request(
+    conn: &Connection,
+    digest: &str,
+) -> Result<Option<(String, String)>, LedgerError> {
+    Ok(conn
+        .prepare_cached("SELECT run_id, call_id FROM approval_requests WHERE digest = ?1")?
+        .query_row([digest], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?)
+}
+
+/// Every call (of one run, or of all), in admission order, each with its events. One
+/// statement: one snapshot, so every call comes with exactly its events.
+pub(super) fn calls(conn: &Connection, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
+    let filter = if run.is_some() {
+        "WHERE c.run_id = ?1"
+    } else {
+        "WHERE ?1 IS NULL"
+    };
+    let sql = format!(
+        "SELECT {CALL_COLUMNS}
+         FROM calls c
+         LEFT JOIN call_content cc ON cc.run_id = c.run_id AND cc.call_id = c.call_id
+         {filter} ORDER BY c.seq"
+    );
+    let mut records = Vec::new();
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query([run])?;
+    while let Some(row) = rows.next()? {
+        records.push(call_record(row)?);
+    }
+    Ok(records)
+}
+
+/// One row of the call listing query ([`calls`]).
+fn call_record(row: &Row<'_>) -> Result<CallRecord, LedgerError> {
+    RawCall {
+        seq: row.get(0)?,
+        run_id: row.get(1)?,
+        call_id: row.get(2)?,
+        tool: row.get(3)?,
+        state: row.get(4)?,
+        args_digest: row.get(5)?,
+        args_size: row.get(6)?,
+        admitted_at_ms: row.get(7)?,
+        started_at_ms: row.get(8)?,
+        status: row.get(9)?,
+        code: row.get(10)?,
+        message: row.get(11)?,
+        diagnostic_id: row.get(12)?,
+        output_digest: row.get(13)?,
+        output_size: row.get(14)?,
+        usage: [row.get(15)?, row.get(16)?, row.get(17)?, row.get(18)?],
+        finished_at_ms: row.get(19)?,
+        arguments: row.get(20)?,
+        events: row.get(21)?,
+    }
+    .into_record()
+}
