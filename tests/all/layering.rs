@@ -79,38 +79,165 @@ fn root_reexports(src: &Path) -> BTreeMap<String, String> {
     map
 }
 
-/// The modules one source text names through `crate::`, with the line of each use.
-fn uses(text: &str, reexports: &BTreeMap<String, String>) -> Vec<(String, usize)> {
+/// `text` with every `//` comment blanked (lengths kept, so offsets still give lines).
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => format!("{}{}", &l[..i], " ".repeat(l.len() - i)),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path one source text names, as `(segments from the crate root, line)`: `crate::a::b`,
+/// and `super::…` resolved against `module` (the file's own path from the crate root). A
+/// braced group — on one line or several — gives one path per member's first name.
+fn paths(text: &str, module: &[String]) -> Vec<(Vec<String>, usize)> {
+    let code = without_comments(text);
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
     let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(i) = rest.find("crate::") {
-            rest = &rest[i + "crate::".len()..];
-            let names: Vec<&str> = if let Some(list) = rest.strip_prefix('{') {
-                let end = list.find('}').unwrap_or(list.len());
-                list[..end].split(',').collect()
-            } else {
-                vec![rest]
-            };
-            for name in names {
-                let ident: String = name
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                let module = if layer(&ident).is_some() {
-                    Some(ident)
-                } else {
-                    reexports.get(&ident).cloned()
-                };
-                if let Some(m) = module {
-                    out.push((m, n + 1));
+    let bytes = code.as_bytes();
+    let mut at = 0;
+    while at < code.len() {
+        let rest = &code[at..];
+        let starts_path = at == 0
+            || !(bytes[at - 1].is_ascii_alphanumeric()
+                || bytes[at - 1] == b'_'
+                || bytes[at - 1] == b':');
+        let (base, mut tail): (Vec<String>, &str) = if starts_path && rest.starts_with("crate::") {
+            (Vec::new(), &rest["crate::".len()..])
+        } else if starts_path && rest.starts_with("super::") {
+            let mut base = module.to_vec();
+            let mut tail = rest;
+            while let Some(t) = tail.strip_prefix("super::") {
+                base.pop();
+                tail = t;
+            }
+            (base, tail)
+        } else {
+            at += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
+        // Walk plain segments (`a::b::`), then the last name or a braced group.
+        let mut base = base;
+        loop {
+            let name = ident(tail);
+            let after = &tail[tail.len() - tail.trim_start().len() + name.len()..];
+            if !name.is_empty() && after.starts_with("::") && !after[2..].starts_with('{') {
+                base.push(name);
+                tail = &after[2..];
+                continue;
+            }
+            if !name.is_empty() && after.starts_with("::{") {
+                base.push(name);
+                tail = &after[2..];
+            }
+            break;
+        }
+        if let Some(group) = tail.trim_start().strip_prefix('{') {
+            // The members of a group, nested groups flattened to their first names.
+            let mut depth = 1;
+            let end = group
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(group.len(), |(i, _)| i);
+            let offset = group.as_ptr() as usize - code.as_ptr() as usize;
+            let mut level = 0;
+            let mut start = 0;
+            let members = group[..end]
+                .char_indices()
+                .chain(std::iter::once((end, ',')));
+            for (i, c) in members {
+                match c {
+                    '{' => level += 1,
+                    '}' => level -= 1,
+                    ',' if level == 0 => {
+                        let member = &group[start..i];
+                        let name = ident(member);
+                        // The member's own line: after the whitespace that precedes it.
+                        let line =
+                            line_of(offset + start + member.len() - member.trim_start().len());
+                        let mut path = base.clone();
+                        if name != "self" && !name.is_empty() {
+                            path.push(name);
+                        }
+                        if !path.is_empty() {
+                            out.push((path, line));
+                        }
+                        start = i + 1;
+                    }
+                    _ => {}
                 }
             }
+        } else {
+            let name = ident(tail);
+            let mut path = base;
+            if !name.is_empty() {
+                path.push(name);
+            }
+            out.push((path, line_of(at)));
         }
+        at += 1;
     }
     out
+}
+
+/// The modules one source text names from outside its own module, with the line of each
+/// use: the first segment of each path from the crate root (a name `lib.rs` re-exports counts
+/// as the module it comes from).
+fn uses(
+    text: &str,
+    module: &[String],
+    reexports: &BTreeMap<String, String>,
+) -> Vec<(String, usize)> {
+    paths(text, module)
+        .into_iter()
+        .filter_map(|(path, line)| {
+            let first = path.first()?;
+            let m = if layer(first).is_some() {
+                first.clone()
+            } else {
+                reexports.get(first)?.clone()
+            };
+            Some((m, line))
+        })
+        .collect()
+}
+
+/// The module path of a source file from the crate root (`ledger/sqlite/rows.rs` →
+/// `[ledger, sqlite, rows]`; a `mod.rs` is its folder).
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    if parts
+        .last()
+        .is_some_and(|p| p == "mod" || p == "lib" || p == "main")
+    {
+        parts.pop();
+    }
+    parts
 }
 
 /// No module uses a module of its own layer or above.
@@ -135,12 +262,7 @@ fn modules_only_use_lower_layers() {
             continue;
         };
         let text = std::fs::read_to_string(file).unwrap();
-        assert!(
-            !text.contains("super::super::super"),
-            "{}: reach other modules through crate::",
-            file.display()
-        );
-        for (used, line) in uses(&text, &reexports) {
+        for (used, line) in uses(&text, &module_path(&src, file), &reexports) {
             seen += 1;
             if used != module && layer(&used).is_some_and(|l| l >= own) {
                 wrong.push(format!(
@@ -162,17 +284,149 @@ fn modules_only_use_lower_layers() {
     );
 }
 
-/// The scan sees what it must: a root re-export, a braced list, a path in an expression.
+/// The ledger's own parts and their layers (0 lowest): its vocabulary, its two interfaces,
+/// the backends, the group writer, and the facade (`Ledger`'s methods; `mod.rs` assembles).
+const LEDGER_UNITS: &[(&str, u8)] = &[
+    ("error", 0),
+    ("codec", 1),
+    ("events", 2),
+    ("limits", 2),
+    ("outcome", 3),
+    ("write", 4),
+    ("store", 5),
+    ("sqlite", 6),
+    ("postgres", 6),
+    ("group", 7),
+    ("admission", 8),
+    ("audit", 8),
+    ("tokens", 8),
+    ("transcript", 8),
+    ("recovery", 8),
+    ("config", 8),
+    ("mod", 9),
+];
+
+/// Files that only tests compile: they may reach any part.
+fn is_test_file(name: &str) -> bool {
+    name == "tests" || name == "bench" || name.ends_with("_tests")
+}
+
+/// What `crate::ledger::Name` means for each name `ledger/mod.rs` imports or re-exports: the
+/// part it comes from; a name it defines itself is `mod`.
+fn ledger_names(src: &Path) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(src.join("ledger/mod.rs")).unwrap();
+    let mut map = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = ["pub use ", "pub(crate) use ", "use "]
+            .iter()
+            .find_map(|p| line.strip_prefix(p))
+        else {
+            continue;
+        };
+        let rest = rest.trim_end_matches(';');
+        let Some((unit, names)) = rest.split_once("::") else {
+            continue;
+        };
+        let names = names.trim_start_matches('{').trim_end_matches('}');
+        for n in names.split(',') {
+            map.insert(n.trim().to_string(), unit.to_string());
+        }
+    }
+    map
+}
+
+/// Inside `ledger/`, a part uses only parts of lower layers (so there is no import circle,
+/// and the two backends do not use each other), and no module outside `ledger/` names a
+/// backend.
+#[test]
+fn ledger_parts_only_use_lower_parts() {
+    let src = repo().join("host/src");
+    let names = ledger_names(&src);
+    let unit_layer = |u: &str| LEDGER_UNITS.iter().find(|(n, _)| *n == u).map(|(_, l)| *l);
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let (mut wrong, mut seen) = (Vec::new(), 0);
+    for file in &files {
+        let module = module_path(&src, file);
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        let text = std::fs::read_to_string(file).unwrap();
+        let found = paths(&text, &module);
+        if module.first().map(String::as_str) != Some("ledger") {
+            for (path, line) in found {
+                if path.len() > 1
+                    && path[0] == "ledger"
+                    && (path[1] == "sqlite" || path[1] == "postgres")
+                {
+                    wrong.push(format!(
+                        "{rel}:{line}: names the backend `ledger::{}`",
+                        path[1]
+                    ));
+                }
+            }
+            continue;
+        }
+        let own = module.get(1).cloned().unwrap_or_else(|| "mod".into());
+        if is_test_file(module.last().unwrap()) {
+            continue;
+        }
+        let Some(own_layer) = unit_layer(&own) else {
+            wrong.push(format!("{rel}: ledger part `{own}` has no layer"));
+            continue;
+        };
+        for (path, line) in found {
+            if path.first().map(String::as_str) != Some("ledger") || path.len() < 2 {
+                continue;
+            }
+            let used = if unit_layer(&path[1]).is_some() {
+                path[1].clone()
+            } else {
+                names.get(&path[1]).cloned().unwrap_or_else(|| "mod".into())
+            };
+            seen += 1;
+            if used == own {
+                continue;
+            }
+            let used_layer = unit_layer(&used).unwrap_or(u8::MAX);
+            // The facade uses `Ledger` itself, which `mod.rs` defines.
+            let facade_uses_root = own_layer == 8 && used == "mod";
+            if used_layer >= own_layer && !facade_uses_root {
+                wrong.push(format!(
+                    "{rel}:{line}: ledger part `{own}` (layer {own_layer}) uses `{used}` (layer {used_layer})"
+                ));
+            }
+        }
+    }
+    assert!(
+        seen > 80,
+        "only {seen} uses inside the ledger found: the scan is broken"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The scan sees what it must: a root re-export, a braced list over several lines, a path in
+/// an expression, and `super::` paths that leave the file's module.
 #[test]
 fn the_scan_finds_every_form_of_use() {
     let mut re = BTreeMap::new();
     re.insert("Runtime".to_string(), "runtime".to_string());
+    let here = ["serve".to_string(), "http".to_string()];
     let found = uses(
-        "use crate::{Runtime, contract::Code};\nlet x = crate::serve::Shared::new(); // crate::cli\n",
+        "use crate::{\n    Runtime,\n    contract::{Code, Status},\n};\nlet x = crate::serve::Shared::new(); // crate::cli\nuse super::super::agent::Run;\nuse super::pending::P;\n",
+        &here,
         &re,
     );
-    let modules: Vec<&str> = found.iter().map(|(m, _)| m.as_str()).collect();
-    assert_eq!(modules, ["runtime", "contract", "serve"]);
+    let modules: Vec<(&str, usize)> = found.iter().map(|(m, l)| (m.as_str(), *l)).collect();
+    assert_eq!(
+        modules,
+        [
+            ("runtime", 2),
+            ("contract", 3),
+            ("serve", 5),
+            ("agent", 6),
+            ("serve", 7)
+        ]
+    );
 }
 
 /// Every source file is under 500 lines, or its first comment says why it is not.
