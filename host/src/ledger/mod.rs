@@ -89,6 +89,8 @@ mod write;
 #[cfg(test)]
 mod bench;
 #[cfg(test)]
+mod contract_tests;
+#[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
 mod group_tests;

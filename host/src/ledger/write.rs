@@ -16,7 +16,8 @@ use crate::contract::{Decision, Stage, ToolResult};
 /// What admission decided for a `(run_id, call_id)`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admission {
-    /// A new call: run it. `seq` is its admission order across the ledger (from 1).
+    /// A new call: run it. `seq` is its admission order across the ledger (from 1, increasing;
+    /// PostgreSQL's sequence may skip values).
     New { seq: i64 },
     /// The same call (same tool, same argument digest) already ended: return this recorded
     /// result exactly, and do not run it again.

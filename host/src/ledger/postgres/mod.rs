@@ -31,7 +31,7 @@ mod tokens;
 #[cfg(test)]
 mod host_tests;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 pub use backend::PgBackend;
 pub use schema::{migrate, SCHEMA_VERSION};

@@ -12,12 +12,12 @@ use crate::ledger::{Admission, Applied, Backend, CallKey, LedgerError, Outcome, 
 const NEEDS_SERVER: &str = "set TOOLHOST_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test) and run with --ignored";
 
 /// A schema of the test's own on the test server, dropped when the test ends.
-pub(super) struct TestSchema {
-    pub(super) config: PgConfig,
+pub(in crate::ledger) struct TestSchema {
+    pub(in crate::ledger) config: PgConfig,
 }
 
 impl TestSchema {
-    pub(super) fn new() -> TestSchema {
+    pub(in crate::ledger) fn new() -> TestSchema {
         let url = std::env::var("TOOLHOST_TEST_POSTGRES_URL").expect(NEEDS_SERVER);
         let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
         TestSchema {
@@ -36,7 +36,7 @@ impl TestSchema {
     }
 
     /// Run `sql` on a fresh connection and return the first column of each row, as text.
-    pub(super) fn query(&self, sql: &str) -> Vec<String> {
+    pub(in crate::ledger) fn query(&self, sql: &str) -> Vec<String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
