@@ -146,6 +146,9 @@ contract!(
     late_admission_yields_to_an_earlier_one,
     late_admission_commits_admission_decisions_and_state,
     repeated_admissions_are_capped,
+    hosts_on_one_store_share_tokens_and_reads,
+    a_ledger_opens_and_closes_inside_an_async_runtime,
+    budgets_and_rates_are_exact_under_concurrency,
 );
 
 pub(super) fn call(id: &str, args: Value) -> ToolCall {
@@ -824,4 +827,134 @@ fn check_race(outcomes: &[Admission]) {
         a,
         Admission::New { .. } | Admission::InFlight | Admission::Replay(_)
     )));
+}
+
+/// Two hosts on one store: a token spent on one is refused on the other, and each reads the
+/// calls the other recorded.
+fn hosts_on_one_store_share_tokens_and_reads(site: &dyn Site) {
+    let (a, b) = (
+        site.open(LedgerOptions::default()),
+        site.open(LedgerOptions::default()),
+    );
+    assert_eq!(
+        a.consume_token("tok-1", i64::MAX).unwrap(),
+        TokenSpend::Spent
+    );
+    assert_eq!(
+        b.consume_token("tok-1", i64::MAX).unwrap(),
+        TokenSpend::AlreadySpent
+    );
+    assert_eq!(
+        a.consume_token("tok-1", i64::MAX).unwrap(),
+        TokenSpend::AlreadySpent
+    );
+    let c = call("c1", json!({}));
+    assert_eq!(admit(&a, "run", &c), Admission::New { seq: 1 });
+    assert!(b.is_admitted("run", "c1").unwrap());
+    assert_eq!(admit(&b, "run", &c), Admission::InFlight);
+    let result = ToolResult::completed(&c, json!({"sum": 3}), Usage::default());
+    a.finish("run", "c1", &result).unwrap();
+    assert_eq!(b.outcome("run", "c1").unwrap(), Some(result));
+    let listed = b.calls(Some("run")).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].output_digest.as_deref().map(str::len), Some(64));
+    assert_eq!(
+        stages(&b, "run", "c1"),
+        [
+            ("admit", "new"),
+            ("admit", "in_flight"),
+            ("record", "completed")
+        ]
+        .map(|(s, d)| (s.to_string(), d.to_string()))
+    );
+}
+
+/// The ledger opens, answers, commits and closes from inside an async runtime (the CLI and
+/// the servers open it there), where blocking on another runtime would panic.
+fn a_ledger_opens_and_closes_inside_an_async_runtime(site: &dyn Site) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let l = site.open(LedgerOptions::default());
+        assert!(!l.is_admitted("run", "x").unwrap());
+        let (digest, size) = args_key(&json!({}));
+        let key = CallKey {
+            run_id: "run".into(),
+            call_id: "x".into(),
+            tool: "echo".into(),
+            args_digest: digest,
+            args_size: size,
+        };
+        let admitted = l.commit(Write::Admit(key), Inline::Allowed).await.unwrap();
+        assert!(matches!(
+            admitted,
+            Applied::Admission(Admission::New { .. })
+        ));
+        assert!(l
+            .is_admitted_async("run", "x", Inline::Allowed)
+            .await
+            .unwrap());
+        assert_eq!(
+            l.admitted_digest("run", "x")
+                .await
+                .unwrap()
+                .map(|d| d.len()),
+            Some(64)
+        );
+        drop(l);
+    });
+}
+
+/// Run budgets and a principal's rate are exact when many threads of one host take from them
+/// at once: a budget of 10 taken 30 times counts 10, a burst of 3 taken 12 times allows 3.
+fn budgets_and_rates_are_exact_under_concurrency(site: &dyn Site) {
+    let l = site.open(LedgerOptions::default());
+    let budget = crate::contract::Budgets {
+        max_calls: Some(10),
+        max_calls_per_tool: None,
+    };
+    let start = Barrier::new(3);
+    let (taken, allowed): (usize, usize) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let (l, start, budget) = (&l, &start, &budget);
+                s.spawn(move || {
+                    start.wait();
+                    let taken = (0..10)
+                        .filter(|_| l.take_budget("run", "add", budget).unwrap().is_none())
+                        .count();
+                    // 0.001 calls per second: nothing refills during the test.
+                    let allowed = (0..4)
+                        .filter(|_| l.take_rate("alice", 0.001, 3.0).unwrap())
+                        .count();
+                    (taken, allowed)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .fold((0, 0), |(t, a), (t2, a2)| (t + t2, a + a2))
+    });
+    assert_eq!((taken, allowed), (10, 3));
+    assert_eq!(
+        l.take_budget("run", "add", &budget).unwrap(),
+        Some(Budget::Run)
+    );
+    // Another run and another principal have their own.
+    assert_eq!(l.take_budget("other", "add", &budget).unwrap(), None);
+    assert!(l.take_rate("bob", 0.001, 3.0).unwrap());
+    let per_tool = crate::contract::Budgets {
+        max_calls: None,
+        max_calls_per_tool: Some(1),
+    };
+    assert_eq!(l.take_budget("r2", "echo", &per_tool).unwrap(), None);
+    assert_eq!(
+        l.take_budget("r2", "echo", &per_tool).unwrap(),
+        Some(Budget::Tool)
+    );
+    assert_eq!(l.take_budget("r2", "other", &per_tool).unwrap(), None);
 }

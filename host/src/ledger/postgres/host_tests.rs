@@ -4,31 +4,17 @@
 
 use std::sync::Barrier;
 
-use super::tests::{key, ledger, TestSchema};
+use super::tests::{ledger, TestSchema};
 use crate::contract::{Budgets, Status, ToolResult};
-use crate::ledger::{Admission, Budget, Ledger, LedgerError, TokenSpend, Write};
+use crate::ledger::{Admission, Budget, Ledger, LedgerError, TokenSpend};
 
-/// Through the ledger's own API on two hosts: an approval token spent on one is refused on
-/// the other, and each host reads the calls the other recorded.
+/// Spending a token judges its expiry by the database's clock, whatever the host's: a token
+/// 10 s past it is not spent (a host whose clock is 30 s behind would still think it valid).
 #[test]
 #[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
-fn pg_tokens_and_reads_are_shared_between_hosts() {
+fn pg_tokens_expire_by_the_database_clock() {
     let db = TestSchema::new();
-    let (a, b) = (ledger(&db), ledger(&db));
-    assert_eq!(
-        a.consume_token("tok-1", i64::MAX).unwrap(),
-        TokenSpend::Spent
-    );
-    assert_eq!(
-        b.consume_token("tok-1", i64::MAX).unwrap(),
-        TokenSpend::AlreadySpent
-    );
-    assert_eq!(
-        a.consume_token("tok-1", i64::MAX).unwrap(),
-        TokenSpend::AlreadySpent
-    );
-    // Expiry by the database's clock, whatever the host's: a token 10 s past it is not spent
-    // (a host whose clock is 30 s behind would still think it valid).
+    let a = ledger(&db);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -41,32 +27,6 @@ fn pg_tokens_and_reads_are_shared_between_hosts() {
         a.consume_token("late", now + 60).unwrap(),
         TokenSpend::Spent
     );
-    assert_eq!(
-        a.admit("run", "c1", "add", "d1", 7).unwrap(),
-        Admission::New { seq: 1 }
-    );
-    assert!(b.is_admitted("run", "c1").unwrap());
-    assert_eq!(
-        b.admit("run", "c1", "add", "d1", 7).unwrap(),
-        Admission::InFlight
-    );
-    let call = crate::contract::ToolCall {
-        call_id: "c1".into(),
-        name: "add".into(),
-        arguments: serde_json::json!({}),
-    };
-    let result = ToolResult::completed(&call, serde_json::json!({"sum": 3}), Default::default());
-    a.finish("run", "c1", &result).unwrap();
-    assert_eq!(b.outcome("run", "c1").unwrap(), Some(result.clone()));
-    let listed = b.calls(Some("run")).unwrap();
-    assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].output_digest.as_deref().map(str::len), Some(64));
-    let stages: Vec<_> = listed[0]
-        .events
-        .iter()
-        .map(|e| e.decision.as_str())
-        .collect();
-    assert_eq!(stages, ["new", "in_flight", "completed"]);
 }
 
 /// A host whose lease has passed has its open calls closed as `outcome_unknown` by another
@@ -170,21 +130,4 @@ fn pg_rate_buckets_are_shared_between_hosts() {
     assert!(take(&a) && take(&b) && take(&a));
     assert!(!take(&b) && !take(&a));
     assert!(b.take_rate("bob", 0.001, 3.0).unwrap());
-}
-
-/// The ledger opens, answers and closes from inside an async runtime (the CLI and the
-/// servers open it there), where blocking on another runtime would panic.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
-async fn pg_a_ledger_opens_and_closes_inside_an_async_runtime() {
-    let db = TestSchema::new();
-    let l = ledger(&db);
-    assert!(!l.is_admitted("run", "x").unwrap());
-    l.commit(Write::Admit(key("x")), crate::ledger::Inline::Allowed)
-        .await
-        .unwrap();
-    assert!(l.is_admitted("run", "x").unwrap());
-    drop(l);
-    // The schema is dropped on a runtime of the test's own, off this one.
-    tokio::task::spawn_blocking(move || drop(db)).await.unwrap();
 }
