@@ -192,3 +192,35 @@ async fn template_greets() {
     let r = run(&rt, "greet", json!({"name": "Ada"})).await;
     assert_eq!(r.output, Some(json!("Hello, Ada!")), "{r:?}");
 }
+
+/// On the null ledger (the benchmarks' `pipeline_no_ledger`) every stage still runs and the
+/// call completes, and nothing is recorded: the same id runs again instead of replaying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_null_ledger_runs_every_stage_and_records_nothing() {
+    let (_d, cfg) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n",
+        cache(),
+        toml_path(&guest("compute"))
+    ));
+    let rt = runtime(&cfg).unrecorded_for_benchmarks().unwrap();
+    let ctx = rt.context("local", "default");
+    let c = toolhost::ToolCall {
+        call_id: "same".into(),
+        name: "sha256".into(),
+        arguments: json!({"text": "abc"}),
+    };
+    for _ in 0..2 {
+        let r = rt.run_call(&ctx, &c, None).await;
+        assert_eq!(r.status, Status::Completed, "{r:?}");
+    }
+    assert_eq!(rt.executions(), 2);
+    assert!(rt.ledger.calls(None).unwrap().is_empty());
+    // Validation still refuses what it refuses.
+    let bad = toolhost::ToolCall {
+        call_id: "bad".into(),
+        name: "sha256".into(),
+        arguments: json!({"text": 1}),
+    };
+    let r = rt.run_call(&ctx, &bad, None).await;
+    assert_eq!(r.code, Some(Code::InvalidArguments), "{r:?}");
+}

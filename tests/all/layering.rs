@@ -296,6 +296,7 @@ const LEDGER_UNITS: &[(&str, u8)] = &[
     ("store", 5),
     ("sqlite", 6),
     ("postgres", 6),
+    ("null", 6),
     ("group", 7),
     ("admission", 8),
     ("audit", 8),

@@ -368,7 +368,9 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     drop(rt_write);
 
     // 3. the ledger's share
-    let unrecorded = runtime(&normal).unrecorded_for_benchmarks();
+    let unrecorded = runtime(&normal)
+        .unrecorded_for_benchmarks()
+        .expect("the null ledger starts");
     let no_ledger = Figure::of(
         "pipeline_no_ledger",
         "µs",
@@ -546,7 +548,11 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     );
 
     // The same without the ledger: does the rest of the pipeline use both cores?
-    let unrec = Arc::new(runtime(&normal).unrecorded_for_benchmarks());
+    let unrec = Arc::new(
+        runtime(&normal)
+            .unrecorded_for_benchmarks()
+            .expect("the null ledger starts"),
+    );
     let (u1, _) = throughput(&unrec, 1, plan.throughput_calls).await;
     let (u2, _) = throughput(&unrec, 2, plan.throughput_calls).await;
     let (u64_, _) = throughput(&unrec, 64, plan.throughput_calls).await;

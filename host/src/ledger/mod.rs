@@ -67,7 +67,8 @@
 //!   content, tokens, transcripts, recovery, budgets and rates), and the writer's connection;
 //! - `write.rs`: [`Backend`], the call path's writes applied as a group in one transaction;
 //! - `sqlite/` (one file, one host: budgets and rates in memory, `limits.rs`) and `postgres/`
-//!   (one database, many hosts: budgets, rates and leases in the database).
+//!   (one database, many hosts: budgets, rates and leases in the database); `null.rs`, which
+//!   records nothing, for benchmarks.
 
 mod admission;
 mod audit;
@@ -77,6 +78,7 @@ mod error;
 mod events;
 mod group;
 mod limits;
+mod null;
 mod outcome;
 pub mod postgres;
 mod recovery;
@@ -172,6 +174,13 @@ impl Ledger {
         let owner = uuid::Uuid::new_v4().simple().to_string();
         let store = postgres::PgStore::start(config, owner, lease)?;
         Ledger::over(Box::new(store), options)
+    }
+
+    /// **Benchmarks only.** A ledger that records nothing (`null.rs`): every admission is
+    /// new, nothing replays, no token is spent. It measures what the real ledger costs a call.
+    #[doc(hidden)]
+    pub fn null(options: LedgerOptions) -> Result<Ledger, LedgerError> {
+        Ledger::over(Box::new(null::NullStore::default()), options)
     }
 
     /// The ledger over `store`, its writer started on the store's writer connection.

@@ -197,9 +197,6 @@ impl Runtime {
     /// The arguments passed validation: store them if the ledger records content — now, or with
     /// the admission of a call admitted late.
     pub(super) fn note_content(&self, ctx: &RunContext, call: &ToolCall) {
-        if self.unrecorded {
-            return;
-        }
         {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             let key = (ctx.run_id.clone(), call.call_id.clone());

@@ -50,8 +50,6 @@ pub struct Runtime {
     /// Budgets a new run gets from the config.
     pub run_budgets: crate::contract::Budgets,
     executions: std::sync::atomic::AtomicU64,
-    /// Benchmarks only: skip the ledger (see [`Runtime::unrecorded_for_benchmarks`]).
-    unrecorded: bool,
     /// What running calls have not committed yet: their stage decisions (committed with each
     /// call's next state change instead of one commit each), and for a call not admitted yet,
     /// what its admission will record (see `admission.rs`).
@@ -112,7 +110,6 @@ impl Runtime {
             concurrency: Concurrency::new(run.concurrent_calls()),
             run_budgets: run.budgets(),
             executions: std::sync::atomic::AtomicU64::new(0),
-            unrecorded: false,
             pending: Default::default(),
             in_flight: Default::default(),
             waiting_duplicates: Default::default(),
@@ -162,13 +159,13 @@ impl Runtime {
             .ok_or(ApproveError::NotRequested)
     }
 
-    /// **Benchmarks only.** The same runtime with the ledger left out of the pipeline: no
-    /// admission, no audit events, no recorded outcome — so no replay and no exactly-once.
-    /// It exists to measure the ledger's share of a call; no frontend uses it.
+    /// **Benchmarks only.** The same runtime on the null ledger (`Ledger::null`): every stage
+    /// runs as always, and nothing is recorded — so no replay and no exactly-once. It exists
+    /// to measure the real ledger's share of a call; no frontend uses it.
     #[doc(hidden)]
-    pub fn unrecorded_for_benchmarks(mut self) -> Runtime {
-        self.unrecorded = true;
-        self
+    pub fn unrecorded_for_benchmarks(mut self) -> Result<Runtime, crate::ledger::LedgerError> {
+        self.ledger = Ledger::null(self.ledger.options())?;
+        Ok(self)
     }
 
     /// Sandbox executions since this runtime started (calls that reached the execute stage).

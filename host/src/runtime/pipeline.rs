@@ -50,9 +50,6 @@ impl Runtime {
         if let Err(refusal) = check_call(ctx, call) {
             return refusal.result(call);
         }
-        if self.unrecorded {
-            return self.stages(ctx, call, approval_token, None).await;
-        }
         let _in_flight = InFlight::enter(&self.in_flight);
         // 1. admit (before anything else looks at the call)
         let (digest, size, args_size) = admission_digest(ctx, call);
@@ -177,9 +174,6 @@ impl Runtime {
         decision: &str,
         detail: &str,
     ) {
-        if self.unrecorded {
-            return;
-        }
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -338,12 +332,10 @@ impl Runtime {
         // 7. execute. A read tool's start is not committed (durability by risk, see
         // `docs/pipeline.md`): its decisions and, if it was admitted late, its admission are
         // committed with its outcome. Every other call is admitted and marked started first.
-        if !self.unrecorded {
-            if tool.risk == Risk::Read {
-                self.note_start(ctx, call);
-            } else if let Err(answer) = self.start(ctx, call).await {
-                return answer;
-            }
+        if tool.risk == Risk::Read {
+            self.note_start(ctx, call);
+        } else if let Err(answer) = self.start(ctx, call).await {
+            return answer;
         }
         let exec = self.execute_in(ctx, tool, &params).await;
         // 8. check
