@@ -269,7 +269,8 @@ async fn approval_binds_to_the_exact_call_and_is_single_use() {
     assert_eq!(rt.executions(), 1);
 }
 
-/// A late approval is approval_expired (a one-second TTL, used after two and a half).
+/// A late approval is approval_expired (a one-second TTL, used three seconds later by the
+/// runtime's clock, moved forward instead of slept through).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_approval_is_expired() {
     let e = env("");
@@ -286,7 +287,7 @@ async fn late_approval_is_expired() {
         .run_call(&alice, &call("l1", "write_text", args.clone()), None)
         .await;
     let token = rt.mint_approval(&r.approval.unwrap().handle).unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    rt.clock().advance(Duration::from_secs(3));
     let r = rt
         .run_call(&alice, &call("l2", "write_text", args), Some(&token))
         .await;

@@ -8,7 +8,6 @@ use crate::ledger::TokenSpend;
 use crate::policy::{canonical_json, ApprovalFailure, ApprovalSubject};
 use crate::registry::Tool;
 
-use super::pipeline::unix_now;
 use super::Runtime;
 
 impl Runtime {
@@ -33,7 +32,7 @@ impl Runtime {
             tenant: ctx.tenant.clone(),
             run_id: ctx.run_id.clone(),
         };
-        let now = unix_now();
+        let now = self.clock.unix_now();
         let asked;
         let mut approved_through = String::new();
         let token = match token {
@@ -161,7 +160,10 @@ impl Runtime {
         };
         let source = approver.0.source();
         match answer {
-            ApprovalAnswer::Approved => match self.approval_key.mint(&request.handle) {
+            ApprovalAnswer::Approved => match self
+                .approval_key
+                .mint_at(&request.handle, self.clock.unix_now())
+            {
                 // The token is then verified and consumed like any other.
                 Ok(token) => Ok(Some((token, source))),
                 Err(e) => {

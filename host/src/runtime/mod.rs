@@ -13,6 +13,7 @@ mod admission_tests;
 mod approve;
 pub mod batch;
 mod check;
+mod clock;
 mod limits;
 mod owner;
 mod pipeline;
@@ -28,6 +29,7 @@ use crate::registry::{Registry, Tool};
 use crate::sandbox::{Execution, Sandbox};
 use guards::{Concurrency, RateLimiter};
 
+pub use clock::Clock;
 pub use diagnostics::Diagnostics;
 pub use pipeline::MAX_WAITING_DUPLICATES;
 
@@ -45,6 +47,8 @@ pub struct Runtime {
     pub policy: Policy,
     pub(crate) approval_key: ApprovalKey,
     pub(crate) approval_ttl: u64,
+    /// The clock approvals are judged by.
+    clock: Clock,
     pub(crate) rate: RateLimiter,
     pub(crate) concurrency: Concurrency,
     /// Budgets a new run gets from the config.
@@ -106,6 +110,7 @@ impl Runtime {
             policy: parts.policy,
             approval_key: parts.approval_key,
             approval_ttl: parts.approval_ttl,
+            clock: Clock::default(),
             rate: RateLimiter::new(run.rate_per_principal, run.rate_burst),
             concurrency: Concurrency::new(run.concurrent_calls()),
             run_budgets: run.budgets(),
@@ -147,7 +152,12 @@ impl Runtime {
     /// [`approval_call`](Self::approval_call) and said yes).
     pub fn mint_approval(&self, handle: &str) -> Result<String, ApproveError> {
         self.requested(handle)?;
-        Ok(self.approval_key.mint(handle)?)
+        Ok(self.approval_key.mint_at(handle, self.clock.unix_now())?)
+    }
+
+    /// The clock approvals are judged by (tests move it forward instead of sleeping).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// The `(run, call)` that asked for this approval handle; a handle nobody asked for is
@@ -238,23 +248,23 @@ impl Runtime {
         self.executions
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.sandbox
-            .execute(
-                &tool.pre,
-                &tool.func,
+            .execute(crate::sandbox::Invocation {
+                pre: &tool.pre,
+                func: &tool.func,
                 params,
-                usize::from(tool.result.is_some()),
-                &limits,
-                &tool.grant,
-                crate::sandbox::Caller {
+                result_count: usize::from(tool.result.is_some()),
+                limits,
+                grant: &tool.grant,
+                caller: crate::sandbox::Caller {
                     principal: &ctx.principal,
                     tenant: &ctx.tenant,
                 },
-                &cancel,
-                crate::contract::LiveSinks {
+                cancel: &cancel,
+                live: crate::contract::LiveSinks {
                     progress: ctx.progress.clone(),
                     logs: ctx.logs.clone(),
                 },
-            )
+            })
             .await
     }
 }

@@ -64,21 +64,40 @@ pub struct Execution {
 /// computing guest first; the timeout ends a guest blocked inside a host call.
 const TIMEOUT_GRACE: Duration = Duration::from_millis(2 * EPOCH_TICK.as_millis() as u64);
 
+/// One call for the sandbox to run: the prepared component and its function, the converted
+/// parameters, and everything that bounds the call.
+pub struct Invocation<'a> {
+    pub pre: &'a InstancePre<CallState>,
+    pub func: &'a ComponentExportIndex,
+    pub params: &'a [Val],
+    /// How many results the function returns (0 or 1).
+    pub result_count: usize,
+    pub limits: Limits,
+    pub grant: &'a Grant,
+    /// Who the call runs for (the caller's own granted directory, if any).
+    pub caller: Caller<'a>,
+    /// Cancels the call: the guest is interrupted at its next epoch tick.
+    pub cancel: &'a CancellationToken,
+    /// Where the guest's progress and log reports go while it runs.
+    pub live: LiveSinks,
+}
+
 impl Sandbox {
-    /// Instantiate `pre` in a fresh store and call `func` with `params` under `limits`.
-    #[allow(clippy::too_many_arguments)] // each is one independent input of the call
-    pub async fn execute(
-        &self,
-        pre: &InstancePre<CallState>,
-        func: &ComponentExportIndex,
-        params: &[Val],
-        result_count: usize,
-        limits: &Limits,
-        grant: &Grant,
-        caller: Caller<'_>,
-        cancel: &CancellationToken,
-        live: LiveSinks,
-    ) -> Execution {
+    /// Instantiate the invocation's component in a fresh store and call its function under
+    /// its limits.
+    pub async fn execute(&self, invocation: Invocation<'_>) -> Execution {
+        let Invocation {
+            pre,
+            func,
+            params,
+            result_count,
+            limits,
+            grant,
+            caller,
+            cancel,
+            live,
+        } = invocation;
+        let limits = &limits;
         let started = Instant::now();
         let disk = DiskWatch::of(grant, limits.disk_reserve_bytes);
         if let Some(d) = disk.as_ref().filter(|d| d.below_reserve()) {
