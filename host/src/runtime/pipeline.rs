@@ -14,6 +14,7 @@ use super::admission::{CallLog, Late};
 use super::limits::Refusal;
 use super::owner::{admission_digest, foreign};
 use super::{clip, Runtime};
+use crate::registry::Tool;
 
 /// How soon a duplicate of a running call first checks whether the original has finished;
 /// each later check waits twice as long, up to [`IN_FLIGHT_POLL_MAX`].
@@ -203,55 +204,27 @@ impl Runtime {
     ) -> ToolResult {
         // 2. resolve
         let Some(tool) = self.registry.get(&call.name) else {
-            self.event(ctx, call, Stage::Resolve, Code::UnknownTool.as_str(), "");
-            return ToolResult::failed(
-                call,
-                Code::UnknownTool,
-                format!("there is no tool named {:?}", clip(&call.name, 64)),
-                Usage::default(),
-            );
+            let message = format!("there is no tool named {:?}", clip(&call.name, 64));
+            return self.end(ctx, call, Stage::Resolve, Code::UnknownTool, "", message);
         };
         // 3. validate: size cap, JSON Schema, then the exact WIT types
         let params = match self.validate(tool, &call.arguments, args_size) {
             Ok(p) => p,
             Err(message) => {
-                self.event(
+                return self.end(
                     ctx,
                     call,
                     Stage::Validate,
-                    Code::InvalidArguments.as_str(),
+                    Code::InvalidArguments,
                     "",
-                );
-                return ToolResult::failed(call, Code::InvalidArguments, message, Usage::default());
+                    message,
+                )
             }
         };
         self.note_content(ctx, call);
         // 4. authorize, with the trusted subject only
-        let subject = Subject {
-            principal: ctx.principal.clone(),
-            tenant: ctx.tenant.clone(),
-        };
-        let decision =
-            self.policy
-                .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments);
-        self.event(
-            ctx,
-            call,
-            Stage::Authorize,
-            if decision.allowed {
-                Decision::Allowed.as_str()
-            } else {
-                Code::Unauthorized.as_str()
-            },
-            &decision.reason,
-        );
-        if !decision.allowed {
-            return ToolResult::failed(
-                call,
-                Code::Unauthorized,
-                decision.message,
-                Usage::default(),
-            );
+        if let Err(refused) = self.authorize_call(ctx, call, tool) {
+            return refused;
         }
         // 5. approve
         if crate::policy::needs_approval(tool.approval, tool.risk) {
@@ -259,76 +232,11 @@ impl Runtime {
                 return *r;
             }
         }
-        // 6. limit
-        match self.take_limits(ctx, tool.name.as_str()) {
-            Ok(None) => {}
-            Ok(Some(Refusal::Budget(why))) => {
-                self.event(ctx, call, Stage::Limit, Code::BudgetExhausted.as_str(), why);
-                return ToolResult::failed(call, Code::BudgetExhausted, why, Usage::default());
-            }
-            Ok(Some(Refusal::Rate)) => {
-                self.event(
-                    ctx,
-                    call,
-                    Stage::Limit,
-                    Code::RateLimited.as_str(),
-                    "principal rate",
-                );
-                return ToolResult::failed(
-                    call,
-                    Code::RateLimited,
-                    "too many calls; try again shortly",
-                    Usage::default(),
-                );
-            }
-            Err(e) => {
-                return self.host_fault(
-                    call,
-                    "the host could not check this run's limits; the call was not run",
-                    &format!("limits in the ledger: {e}"),
-                )
-            }
-        }
-        let Some(_slot) = self.concurrency.try_slot() else {
-            self.event(
-                ctx,
-                call,
-                Stage::Limit,
-                Code::RateLimited.as_str(),
-                "host concurrency",
-            );
-            return ToolResult::failed(
-                call,
-                Code::RateLimited,
-                "the host is busy; try again shortly",
-                Usage::default(),
-            );
+        // 6. limit: the run's budgets, the principal's rate, a slot on this host, time left
+        let _slot = match self.limit(ctx, call, tool) {
+            Ok(slot) => slot,
+            Err(refused) => return refused,
         };
-        if ctx.cancel.is_cancelled() {
-            self.event(
-                ctx,
-                call,
-                Stage::Execute,
-                Code::Cancelled.as_str(),
-                "before start",
-            );
-            return cancelled(call, Status::Cancelled, Code::Cancelled);
-        }
-        if ctx.deadline.is_some_and(|d| Instant::now() >= d) {
-            self.event(
-                ctx,
-                call,
-                Stage::Execute,
-                Code::DeadlineExceeded.as_str(),
-                "run deadline passed before start",
-            );
-            return ToolResult::failed(
-                call,
-                Code::DeadlineExceeded,
-                "the run's time is up",
-                Usage::default(),
-            );
-        }
         // 7. execute. A read tool's start is not committed (durability by risk, see
         // `docs/pipeline.md`): its decisions and, if it was admitted late, its admission are
         // committed with its outcome. Every other call is admitted and marked started first.
@@ -340,16 +248,131 @@ impl Runtime {
         let exec = self.execute_in(ctx, tool, &params).await;
         // 8. check
         let result = self.check(call, tool, exec);
+        let decision = result
+            .code
+            .map_or(Decision::Completed.as_str(), |c| c.as_str());
+        self.event(ctx, call, Stage::Execute, decision, "");
+        result
+    }
+
+    /// End the call at `stage` with `code`: the decision is recorded with `detail` (operator
+    /// text), and the model is told `message`.
+    fn end(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        stage: Stage,
+        code: Code,
+        detail: &str,
+        message: impl Into<String>,
+    ) -> ToolResult {
+        self.event(ctx, call, stage, code.as_str(), detail);
+        ToolResult::failed(call, code, message, Usage::default())
+    }
+
+    /// Stage 4: the policy's decision for the trusted subject, recorded either way.
+    #[allow(clippy::result_large_err)]
+    fn authorize_call(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        tool: &Tool,
+    ) -> Result<(), ToolResult> {
+        let subject = Subject {
+            principal: ctx.principal.clone(),
+            tenant: ctx.tenant.clone(),
+        };
+        let decision =
+            self.policy
+                .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments);
+        if !decision.allowed {
+            let (reason, message) = (&decision.reason, decision.message);
+            return Err(self.end(
+                ctx,
+                call,
+                Stage::Authorize,
+                Code::Unauthorized,
+                reason,
+                message,
+            ));
+        }
         self.event(
             ctx,
             call,
-            Stage::Execute,
-            result
-                .code
-                .map_or(Decision::Completed.as_str(), |c| c.as_str()),
-            "",
+            Stage::Authorize,
+            Decision::Allowed.as_str(),
+            &decision.reason,
         );
-        result
+        Ok(())
+    }
+
+    /// Stage 6: take from the run's budgets and the principal's rate, then a slot on this
+    /// host (held until the call ends); a call cancelled or out of time by now does not start.
+    #[allow(clippy::result_large_err)]
+    fn limit(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        tool: &Tool,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, ToolResult> {
+        match self.take_limits(ctx, tool.name.as_str()) {
+            Ok(None) => {}
+            Ok(Some(Refusal::Budget(why))) => {
+                return Err(self.end(ctx, call, Stage::Limit, Code::BudgetExhausted, why, why))
+            }
+            Ok(Some(Refusal::Rate)) => {
+                let message = "too many calls; try again shortly";
+                return Err(self.end(
+                    ctx,
+                    call,
+                    Stage::Limit,
+                    Code::RateLimited,
+                    "principal rate",
+                    message,
+                ));
+            }
+            Err(e) => {
+                return Err(self.host_fault(
+                    call,
+                    "the host could not check this run's limits; the call was not run",
+                    &format!("limits in the ledger: {e}"),
+                ))
+            }
+        }
+        let Some(slot) = self.concurrency.try_slot() else {
+            let message = "the host is busy; try again shortly";
+            return Err(self.end(
+                ctx,
+                call,
+                Stage::Limit,
+                Code::RateLimited,
+                "host concurrency",
+                message,
+            ));
+        };
+        if ctx.cancel.is_cancelled() {
+            self.event(
+                ctx,
+                call,
+                Stage::Execute,
+                Code::Cancelled.as_str(),
+                "before start",
+            );
+            return Err(cancelled(call, Status::Cancelled, Code::Cancelled));
+        }
+        if ctx.deadline.is_some_and(|d| Instant::now() >= d) {
+            let detail = "run deadline passed before start";
+            let message = "the run's time is up";
+            return Err(self.end(
+                ctx,
+                call,
+                Stage::Execute,
+                Code::DeadlineExceeded,
+                detail,
+                message,
+            ));
+        }
+        Ok(slot)
     }
 
     /// Whether this call's commits may run on its own thread when the ledger is idle: only
