@@ -303,6 +303,7 @@ const LEDGER_UNITS: &[(&str, u8)] = &[
     ("tokens", 8),
     ("transcript", 8),
     ("recovery", 8),
+    ("owed", 8),
     ("config", 8),
     ("mod", 9),
 ];

@@ -80,6 +80,7 @@ mod group;
 mod limits;
 mod null;
 mod outcome;
+mod owed;
 pub mod postgres;
 mod recovery;
 mod sqlite;
@@ -111,6 +112,7 @@ pub use events::{CallRecord, CallState, EventRecord, PendingEvent, MAX_APPENDED_
 pub use group::{GroupStats, Inline, MAX_GROUP};
 pub use limits::{Budget, MemoryLimits, MAX_TRACKED_PRINCIPALS, MAX_TRACKED_RUNS};
 pub use outcome::{Outcome, OUTCOME_UNKNOWN_MESSAGE};
+pub use owed::{MAX_OWED_BYTES, MAX_OWED_OUTCOMES};
 pub use postgres::PgConfig;
 pub use sqlite::SqliteBackend;
 pub use store::{LedgerOptions, TokenSpend, TranscriptEntry};
@@ -128,6 +130,8 @@ pub struct Ledger {
     /// The call path's writes, committed in groups on the writer's own connection.
     writer: group::GroupWriter,
     options: LedgerOptions,
+    /// Outcomes the ledger could not take when their calls ended (`owed.rs`).
+    owed: owed::OwedOutcomes,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -160,6 +164,7 @@ impl Ledger {
             store: Box::new(store),
             writer,
             options,
+            owed: Default::default(),
         })
     }
 
@@ -190,6 +195,7 @@ impl Ledger {
             store,
             writer,
             options,
+            owed: Default::default(),
         })
     }
 

@@ -63,8 +63,6 @@ pub struct Runtime {
     in_flight: std::sync::atomic::AtomicUsize,
     /// Copies of running calls waiting for their originals now (`pipeline.rs`).
     waiting_duplicates: std::sync::atomic::AtomicUsize,
-    /// Outcomes the ledger could not take when their calls ended (`record.rs`).
-    owed: record::OwedOutcomes,
 }
 
 /// Why an approval could not be minted.
@@ -118,7 +116,6 @@ impl Runtime {
             pending: Default::default(),
             in_flight: Default::default(),
             waiting_duplicates: Default::default(),
-            owed: Default::default(),
         }
     }
 
