@@ -6,7 +6,7 @@
 //! passes it while no more calls are in flight than it has async workers) that finds the
 //! ledger idle (no commit
 //! running, nothing queued) commits its write at once — a thread hop to a writer and back
-//! costs more than the commit on these machines (`docs/benchmarks.md`), and an idle ledger has
+//! costs more than the commit on these machines (`docs/benchmarks-history.md`), and an idle ledger has
 //! nobody else to wait for it. Every other write is queued, and the writer thread commits the
 //! queue as one group as soon as the running commit ends, and again until the queue is empty.
 //! So with more calls in flight than workers every commit is on the writer thread, in groups,

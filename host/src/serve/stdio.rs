@@ -8,7 +8,7 @@
 //! Both go through one ordered output buffer ([`output`]), so an error answer can never land
 //! inside another line. A request thus crosses no thread of ours between the pipe and rmcp's
 //! session loop, and a response none between the handler and the pipe (see
-//! `docs/benchmarks.md`, issue 15). Reading is cancel-safe: rmcp polls `receive` in a
+//! `docs/benchmarks-history.md`, issue 15). Reading is cancel-safe: rmcp polls `receive` in a
 //! `select!`, and every bit of state lives in [`input::Input`], not in the future.
 //!
 //! Bounded: input is held at one line; while more than [`MAX_UNREAD_OUTPUT`] bytes wait for a

@@ -1,7 +1,7 @@
 //! WAL checkpoints off the call path. SQLite's own automatic checkpoint runs inside the commit
 //! that pushes the log past its threshold: that caller copies a thousand pages into the
 //! database file and waits for two fsyncs before its result can be returned (14% of the
-//! writer's time in a sequential profile, `docs/benchmarks.md`). Here the writer's connection
+//! writer's time in a sequential profile, `docs/benchmarks-history.md`). Here the writer's connection
 //! only notices the log's size after each commit (SQLite's WAL hook, which also turns the
 //! automatic checkpoint off on that connection) and wakes a checkpointer thread with a
 //! connection of its own, which runs a `PASSIVE` checkpoint — it never blocks a writer or a

@@ -13,7 +13,7 @@
 //! `outcomes` and `events`, each with its indexes: 16 page writes per executed call. Version 2
 //! keeps the whole life of a call — admission, outcome, stage decisions — in one `calls` row:
 //! admission changes the row and its key index, the start mark and the outcome change only the
-//! row's page. See `docs/benchmarks.md` for the figures.
+//! row's page. See `docs/benchmarks-history.md` for the figures.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
