@@ -40,7 +40,7 @@ pub fn check(data: &[u8]) {
     let func = &f.functions[usize::from(selector) % f.functions.len()];
     let tool = f
         .runtime
-        .registry
+        .registry()
         .get(&func.tool)
         .expect("the tool is loaded");
     match f.runtime.benchmark_params(tool, &args) {

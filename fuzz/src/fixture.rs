@@ -68,7 +68,7 @@ fn load() -> Fixture {
     let config = Config::parse(&text, &root).expect("the fixture config parses");
     let runtime = Runtime::from_loaded(&config, EpochMode::Manual).expect("the fixture loads");
 
-    let engine = runtime.sandbox.engine();
+    let engine = runtime.sandbox().engine();
     let bytes = std::fs::read(&guest).expect("the guest is readable");
     let cache = config.data_dir().join("cache");
     let (component, _) = toolhost::registry::cache::load_component(engine, &bytes, Some(&cache))
@@ -93,7 +93,7 @@ fn load() -> Fixture {
     for (export, f) in &funcs {
         let tool = ToolName::from_export(export).expect("a valid tool name");
         assert!(
-            runtime.registry.get(tool.as_str()).is_some(),
+            runtime.registry().get(tool.as_str()).is_some(),
             "the registry has {tool}"
         );
         let params: Vec<(String, Type)> = f

@@ -148,7 +148,7 @@ async fn two_steps_tool_then_answer() {
         "{content}"
     );
     // The whole run is in the ledger: model steps, tool results, and the call.
-    let entries = r.rt.ledger.transcript_entries(&r.summary.run_id).unwrap();
+    let entries = r.rt.ledger().transcript_entries(&r.summary.run_id).unwrap();
     let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, TOOL_THEN_ANSWER);
     assert_eq!(
@@ -156,7 +156,7 @@ async fn two_steps_tool_then_answer() {
         Some("attempt 1: ok")
     );
     assert_eq!(entries[7].detail, "finished");
-    let calls = r.rt.ledger.calls(Some(&r.summary.run_id)).unwrap();
+    let calls = r.rt.ledger().calls(Some(&r.summary.run_id)).unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].call_id, "p:call_1");
 }
@@ -215,7 +215,7 @@ async fn malformed_and_unfinished_arguments() {
     }
     assert_eq!(tools[0]["tool_call_id"], "bad");
     assert_eq!(tools[1]["tool_call_id"], "open");
-    let calls = r.rt.ledger.calls(Some(&r.summary.run_id)).unwrap();
+    let calls = r.rt.ledger().calls(Some(&r.summary.run_id)).unwrap();
     assert_eq!(calls.len(), 2);
     assert!(calls
         .iter()

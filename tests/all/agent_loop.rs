@@ -43,7 +43,7 @@ struct Run {
 impl Run {
     fn transcript(&self) -> Vec<TranscriptEntry> {
         self.rt
-            .ledger
+            .ledger()
             .transcript_entries(&self.summary.run_id)
             .unwrap()
     }
@@ -60,7 +60,7 @@ impl Run {
     /// Every recorded call of the run: (call id, status, code).
     fn calls(&self) -> Vec<(String, String, Option<String>)> {
         self.rt
-            .ledger
+            .ledger()
             .calls(Some(&self.summary.run_id))
             .unwrap()
             .into_iter()

@@ -109,7 +109,7 @@ async fn each_approval_failure_has_its_own_code() {
     assert_eq!(rt.executions(), 1);
 
     // The ledger's approve decision carries each code, and every message differs.
-    let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
+    let calls = rt.ledger().calls(Some(&alice.run_id)).unwrap();
     let decision = |id: &str| {
         let c = calls.iter().find(|c| c.call_id == id).unwrap();
         let e = c.events.iter().find(|e| e.stage == "approve").unwrap();

@@ -85,7 +85,7 @@ fn fill(count: u32) -> [Val; 3] {
 async fn filling_the_disk_leaves_the_reserve() {
     let fs = Tmpfs::mount(64);
     let (hoard, rt) = runtime_on(&fs);
-    let tool = rt.registry.get("hoard").unwrap();
+    let tool = rt.registry().get("hoard").unwrap();
     let full = Err(Fault::HostResourcesExceeded(HostBudgetError::Disk(RESERVE)));
 
     let exec = rt.execute(tool, &fill(1_000)).await;
@@ -113,7 +113,7 @@ async fn filling_the_disk_leaves_the_reserve() {
     let args = json!({"kind": "disk", "count": 1, "hold-ms": 0});
     let r = rt.run_call(&ctx, &call("h", "hoard", args), None).await;
     assert_eq!(r.code, Some(Code::HostResourcesExceeded), "{r:?}");
-    let recorded = rt.ledger.calls(Some(&ctx.run_id)).unwrap();
+    let recorded = rt.ledger().calls(Some(&ctx.run_id)).unwrap();
     assert_eq!(
         recorded.len(),
         2,

@@ -37,7 +37,7 @@ async fn end_by_epochs(rt: &Runtime, call: &tokio::task::JoinHandle<ToolResult>)
     let stop = Instant::now() + Duration::from_secs(30);
     while !call.is_finished() && Instant::now() < stop {
         for _ in 0..50 {
-            rt.sandbox.increment_epoch();
+            rt.sandbox().increment_epoch();
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

@@ -32,7 +32,7 @@ async fn manual_epochs_interrupt_a_spinning_guest() {
                 if done.load(Ordering::SeqCst) {
                     return;
                 }
-                rt.sandbox.increment_epoch();
+                rt.sandbox().increment_epoch();
                 std::thread::sleep(Duration::from_micros(200));
             }
         })

@@ -214,7 +214,7 @@ async fn the_null_ledger_runs_every_stage_and_records_nothing() {
         assert_eq!(r.status, Status::Completed, "{r:?}");
     }
     assert_eq!(rt.executions(), 2);
-    assert!(rt.ledger.calls(None).unwrap().is_empty());
+    assert!(rt.ledger().calls(None).unwrap().is_empty());
     // Validation still refuses what it refuses.
     let bad = toolhost::ToolCall {
         call_id: "bad".into(),

@@ -78,7 +78,7 @@ fn a_forged_description_is_escaped_everywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forge_stdout_is_captured() {
     let rt = runtime(&adversarial_config());
-    let tool = rt.registry.get("forge_stdout").unwrap();
+    let tool = rt.registry().get("forge_stdout").unwrap();
     let exec = rt.execute(tool, &[]).await;
     let printed = String::from_utf8_lossy(&exec.stdout).into_owned();
     assert!(printed.contains("FORGED"), "{printed}");
@@ -155,7 +155,7 @@ async fn traps_keep_their_kind() {
         ("deep_recursion", Trap::MemoryOutOfBounds),
         ("panic", Trap::UnreachableCodeReached),
     ] {
-        let exec = rt.execute(rt.registry.get(tool).unwrap(), &[]).await;
+        let exec = rt.execute(rt.registry().get(tool).unwrap(), &[]).await;
         match exec.outcome {
             Err(Fault::Trap { kind, .. }) => assert_eq!(kind, Some(want), "{tool}"),
             other => panic!("{tool}: {other:?}"),
@@ -240,7 +240,7 @@ async fn read_env_sees_nothing_of_the_host() {
 async fn log_spam_completes_with_bounded_reports() {
     use toolhost::sandbox::{MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
     let rt = runtime(&adversarial_config());
-    let tool = rt.registry.get("log_spam").unwrap();
+    let tool = rt.registry().get("log_spam").unwrap();
     let exec = rt.execute(tool, &[]).await;
     assert!(exec.outcome.is_ok(), "{:?}", exec.outcome);
     assert_eq!(exec.reports.kept.len(), MAX_REPORTS_PER_CALL);
@@ -266,7 +266,7 @@ async fn log_spam_completes_with_bounded_reports() {
 fn every_fixture_has_a_test() {
     let rt = runtime(&adversarial_config());
     let mut exported: Vec<String> = rt
-        .registry
+        .registry()
         .tools()
         .filter(|t| t.name.as_str() != "greet")
         .map(|t| t.name.to_string())

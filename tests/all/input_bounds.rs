@@ -211,13 +211,13 @@ async fn oversized_names_and_ids_are_refused_before_the_ledger() {
     }
     let grown = e.ledger_bytes().saturating_sub(before);
     assert!(grown < MAX_GROWTH, "the ledger grew by {grown} bytes");
-    assert_eq!(rt.ledger.calls(None).unwrap().len(), 1);
+    assert_eq!(rt.ledger().calls(None).unwrap().len(), 1);
     let empty = rt.run_call(&ctx, &call("empty", "", json!({})), None).await;
     assert_eq!(empty.code, Some(Code::UnknownTool), "{empty:?}");
     let after = rt.run_call(&ctx, &greet("after"), None).await;
     assert_eq!(after.status, Status::Completed, "{after:?}");
     assert_eq!(rt.executions(), 2);
-    assert_eq!(rt.ledger.calls(None).unwrap().len(), 3);
+    assert_eq!(rt.ledger().calls(None).unwrap().len(), 3);
 }
 
 /// The binary's batch frontend: a proposal with a 10 MB name and one with a 10 MB call id end

@@ -465,7 +465,7 @@ async fn pg_an_outage_fails_calls_cleanly_and_the_host_recovers_by_itself() {
     }
     assert_eq!(srv.requests.load(Ordering::SeqCst), 10);
     let mut recorded: Vec<String> = rt
-        .ledger
+        .ledger()
         .calls(None)
         .unwrap()
         .into_iter()
@@ -522,7 +522,7 @@ async fn pg_an_outcome_the_outage_kept_out_is_recorded_when_the_database_is_back
         "{r:?}"
     );
     let open = |rt: &toolhost::Runtime| {
-        rt.ledger
+        rt.ledger()
             .calls(None)
             .unwrap()
             .into_iter()
@@ -573,5 +573,5 @@ async fn pg_copies_of_one_call_at_once_on_one_host_run_once() {
     }
     assert_eq!(srv.requests.load(Ordering::SeqCst), 1);
     assert_eq!(rt.executions(), 1);
-    assert_eq!(rt.ledger.calls(None).unwrap().len(), 1);
+    assert_eq!(rt.ledger().calls(None).unwrap().len(), 1);
 }

@@ -263,7 +263,7 @@ async fn pg_a_database_restart_under_load_loses_nothing() {
             "{id}: {status} {code:?}"
         );
     }
-    let ledger = rt.ledger.calls(None).unwrap();
+    let ledger = rt.ledger().calls(None).unwrap();
     let started = ledger.iter().filter(|c| c.started_at_ms.is_some()).count();
     assert_eq!(
         srv.requests.load(Ordering::SeqCst),

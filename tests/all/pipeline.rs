@@ -190,7 +190,7 @@ async fn nothing_runs_when_an_earlier_stage_stops() {
     assert_eq!(r.code, Some(Code::ApprovalInvalid), "{r:?}");
     assert_eq!(rt.executions(), 0);
     // The ledger recorded each decision, with one terminal outcome per call.
-    let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
+    let calls = rt.ledger().calls(Some(&alice.run_id)).unwrap();
     assert_eq!(calls.len(), 7);
     assert!(calls.iter().all(|c| c.status == Some(Status::Failed)));
 }
@@ -669,7 +669,7 @@ async fn host_concurrency_limit() {
 
 /// The stage names of a call's recorded events, in order.
 fn recorded_stages(rt: &Runtime, run: &str, call_id: &str) -> Vec<String> {
-    rt.ledger
+    rt.ledger()
         .calls(Some(run))
         .unwrap()
         .into_iter()
@@ -716,7 +716,7 @@ async fn late_admission_records_every_decision_and_the_content() {
         recorded_stages(&rt, &alice.run_id, "unknown"),
         ["admit", "resolve", "record"]
     );
-    let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
+    let calls = rt.ledger().calls(Some(&alice.run_id)).unwrap();
     let by_id = |id: &str| calls.iter().find(|c| c.call_id == id).unwrap();
     assert_eq!(by_id("ok").arguments, Some(args.clone()));
     assert!(by_id("ok").started_at_ms.is_some());
@@ -774,7 +774,7 @@ async fn concurrent_duplicates_run_once() {
             }
         }
     }
-    let calls = rt.ledger.calls(Some(&alice.run_id)).unwrap();
+    let calls = rt.ledger().calls(Some(&alice.run_id)).unwrap();
     assert_eq!(calls.len(), 4);
     assert!(calls.iter().all(|c| c.status == Some(Status::Completed)));
 }

@@ -178,7 +178,7 @@ fn balloon_is_memory_exceeded() {
             assert_eq!(r.code, Some(Code::MemoryExceeded), "{lang}: {r:?}");
             assert!(
                 r.usage.memory_peak_bytes
-                    <= host.registry.get("balloon").unwrap().limits.memory_bytes,
+                    <= host.registry().get("balloon").unwrap().limits.memory_bytes,
                 "{lang}: {r:?}"
             );
             assert_serves(&host, lang).await;
@@ -199,7 +199,7 @@ fn every_fixture_has_a_test() {
         let host = example_runtime(lang);
         let examples = ["word-counts", "first-with-prefix", "position"];
         let mut hostile: Vec<String> = host
-            .registry
+            .registry()
             .tools()
             .filter(|t| !examples.contains(&t.export.as_str()))
             .map(|t| t.name.to_string())

@@ -266,7 +266,7 @@ fn runtimes() -> Vec<(String, Runtime, Option<tempfile::TempDir>)> {
 
 fn problems(origin: &str, rt: &Runtime) -> Vec<String> {
     let mut out = Vec::new();
-    for tool in rt.registry.tools() {
+    for tool in rt.registry().tools() {
         let wire = serde_json::to_value(mcp_tool(tool)).unwrap();
         let name = wire["name"].as_str().unwrap().to_string();
         for key in ["inputSchema", "outputSchema"] {
@@ -293,7 +293,7 @@ fn every_advertised_schema_is_portable() {
     let mut all = Vec::new();
     let mut tools = 0;
     for (origin, rt, _dir) in runtimes() {
-        tools += rt.registry.tools().count();
+        tools += rt.registry().tools().count();
         all.extend(problems(&origin, &rt));
     }
     assert!(tools >= 30, "only {tools} tools were checked");

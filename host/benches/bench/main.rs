@@ -162,7 +162,7 @@ async fn pipeline_samples(rt: &Runtime, name: &str, args: &Value, n: usize, tag:
 }
 
 async fn floor_samples(rt: &Runtime, name: &str, args: &Value, n: usize) -> Vec<f64> {
-    let tool = rt.registry.get(name).expect("the bench tool is loaded");
+    let tool = rt.registry().get(name).expect("the bench tool is loaded");
     let params = rt.benchmark_params(tool, args).expect("valid params");
     for _ in 0..20 {
         rt.call_floor(tool, &params)
@@ -307,7 +307,7 @@ async fn floor_throughput(rt: &Arc<Runtime>, callers: usize, total: usize) -> f6
         let rt = rt.clone();
         let next = next.clone();
         tasks.push(tokio::spawn(async move {
-            let tool = rt.registry.get("add").expect("add is loaded");
+            let tool = rt.registry().get("add").expect("add is loaded");
             let params = rt
                 .benchmark_params(tool, &json!({"a": 1, "b": 2}))
                 .expect("valid params");
@@ -382,7 +382,7 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
 
     // 3b. the same calls after the thread slept, as every request of a server arrives
     let ctx = rt.context("bench", "default");
-    let tool = rt.registry.get("add").expect("the bench tool is loaded");
+    let tool = rt.registry().get("add").expect("the bench tool is loaded");
     let params = rt.benchmark_params(tool, &add).expect("valid params");
     let floor_idle = Figure::of(
         "floor_after_idle",
@@ -519,7 +519,7 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     // 4. throughput
     let mut rates = Vec::new();
     for callers in [1usize, 2, 8, 64] {
-        let stats = rt.ledger.group_stats();
+        let stats = rt.ledger().group_stats();
         let commits = stats.commits.load(Ordering::Relaxed);
         let (rate, lat) = throughput(&rt, callers, plan.throughput_calls).await;
         let commits = stats.commits.load(Ordering::Relaxed) - commits;

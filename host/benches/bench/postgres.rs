@@ -45,7 +45,7 @@ pub async fn figures(dir: &Path, calls: usize) -> Option<(Vec<Figure>, f64)> {
 
     let commits = |hs: &[Arc<Runtime>]| -> u64 {
         hs.iter()
-            .map(|h| h.ledger.group_stats().commits.load(Ordering::Relaxed))
+            .map(|h| h.ledger().group_stats().commits.load(Ordering::Relaxed))
             .sum()
     };
     let before = commits(&hosts[..1]);

@@ -74,7 +74,7 @@ pub fn profile(what: &str) {
                 // The same calls with the thread idle between them, as a server's is: a
                 // busy gap (the core stays awake) against a sleeping one.
                 let ctx = runtime.context("bench", "default");
-                let tool = runtime.registry.get("add").expect("add");
+                let tool = runtime.registry().get("add").expect("add");
                 let params = runtime
                     .benchmark_params(tool, &json!({"a": 1, "b": 2}))
                     .unwrap();
@@ -127,7 +127,7 @@ pub fn profile(what: &str) {
                 pipeline_samples(&runtime, "add", &json!({"a": 40, "b": 2}), 30_000, "p").await;
             }
         }
-        let stats = runtime.ledger.group_stats();
+        let stats = runtime.ledger().group_stats();
         println!(
             "{what}: {:.2} s; commits {}, of them inline {}, writes {}",
             t.elapsed().as_secs_f64(),

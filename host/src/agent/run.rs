@@ -46,7 +46,7 @@ pub struct Summary {
 /// The tools as the endpoint sees them.
 pub fn advertised_tools(runtime: &Runtime) -> Vec<Value> {
     runtime
-        .registry
+        .registry()
         .tools()
         .map(|t| {
             json!({
@@ -189,7 +189,7 @@ pub async fn run_agent(
                 };
             }
         };
-        let _ = runtime.ledger.transcript(
+        let _ = runtime.ledger().transcript(
             &ctx.run_id,
             step,
             "model_response",
@@ -435,7 +435,7 @@ fn repeat_key(c: &ToolCall, proposed: &ProposedCall) -> String {
 }
 
 fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes: &[u8]) {
-    let _ = runtime.ledger.transcript(
+    let _ = runtime.ledger().transcript(
         &ctx.run_id,
         step,
         kind,
@@ -448,6 +448,6 @@ fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes:
 /// A transcript entry that is only operator text.
 fn note(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, detail: &str) {
     let _ = runtime
-        .ledger
+        .ledger()
         .transcript(&ctx.run_id, step, kind, "", 0, detail);
 }

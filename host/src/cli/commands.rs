@@ -11,8 +11,8 @@ pub(super) async fn run(command: Command) -> ExitCode {
     match command {
         Command::Tools { source } => match load(&source) {
             Ok(rt) => {
-                warn(&rt.registry);
-                print_definitions(&rt.registry)
+                warn(rt.registry());
+                print_definitions(rt.registry())
             }
             Err(code) => code,
         },
@@ -98,13 +98,13 @@ pub(super) async fn run(command: Command) -> ExitCode {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
-            let calls = match rt.ledger.calls(run.as_deref()) {
+            let calls = match rt.ledger().calls(run.as_deref()) {
                 Ok(calls) => calls,
                 Err(e) => return usage_error(&e),
             };
             let out = match &run {
                 None => serde_json::to_value(&calls),
-                Some(r) => match rt.ledger.transcript_entries(r) {
+                Some(r) => match rt.ledger().transcript_entries(r) {
                     Ok(t) => {
                         // Why an agent run stopped, if it did: its last `run_stopped` entry.
                         let stopped = t

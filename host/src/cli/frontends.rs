@@ -29,8 +29,8 @@ pub(super) async fn serve(
         Ok(rt) => rt,
         Err(e) => return usage_error(&e),
     };
-    warn(&rt.registry);
-    warn_descriptors(rt.sandbox.descriptors());
+    warn(rt.registry());
+    warn_descriptors(rt.sandbox().descriptors());
     let shared = crate::serve::Shared::new(std::sync::Arc::new(rt));
     let result = match http {
         None => crate::serve::serve_stdio(shared, &config.serve).await,
@@ -137,9 +137,9 @@ pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentA
         Ok(rt) => rt,
         Err(e) => return usage_error(&e),
     };
-    warn(&rt.registry);
+    warn(rt.registry());
     if let Some(t) = &args.terminal_tool {
-        if rt.registry.get(t).is_none() {
+        if rt.registry().get(t).is_none() {
             eprintln!("toolhost: --terminal-tool {t:?} is not a configured tool");
             return ExitCode::from(EXIT_USAGE);
         }

@@ -1,7 +1,7 @@
 //! Stage 1 for most calls: late admission. A call the ledger has never seen, and that no
 //! approval is involved in, runs its first stages before it is admitted; the admission is
 //! committed with the start mark, or with the outcome of a call that ends before it starts —
-//! one commit per call fewer (see `docs/benchmarks.md`), with the same record in the ledger.
+//! one commit per call fewer (see `docs/benchmarks-history.md`), with the same record in the ledger.
 //!
 //! Exactly once still holds: a claim in the runtime's `pending` map stops a duplicate in this
 //! process (it waits for the original's outcome, or is a conflict) — the claim is taken before

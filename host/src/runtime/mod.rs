@@ -40,19 +40,19 @@ pub const MAX_TOOL_ERROR_MESSAGE: usize = 2048;
 
 /// Runs calls against a registry in a sandbox, with the ledger, policy and guards around them.
 pub struct Runtime {
-    pub sandbox: Sandbox,
-    pub registry: Registry,
-    pub diagnostics: Diagnostics,
-    pub ledger: Ledger,
-    pub policy: Policy,
-    pub(crate) approval_key: ApprovalKey,
-    pub(crate) approval_ttl: u64,
+    sandbox: Sandbox,
+    registry: Registry,
+    diagnostics: Diagnostics,
+    ledger: Ledger,
+    policy: Policy,
+    approval_key: ApprovalKey,
+    approval_ttl: u64,
     /// The clock approvals are judged by.
     clock: Clock,
-    pub(crate) rate: RateLimiter,
-    pub(crate) concurrency: Concurrency,
+    rate: RateLimiter,
+    concurrency: Concurrency,
     /// Budgets a new run gets from the config.
-    pub run_budgets: crate::contract::Budgets,
+    run_budgets: crate::contract::Budgets,
     executions: std::sync::atomic::AtomicU64,
     /// What running calls have not committed yet: their stage decisions (committed with each
     /// call's next state change instead of one commit each), and for a call not admitted yet,
@@ -173,6 +173,31 @@ impl Runtime {
     pub fn unrecorded_for_benchmarks(mut self) -> Result<Runtime, crate::ledger::LedgerError> {
         self.ledger = Ledger::null(self.ledger.options())?;
         Ok(self)
+    }
+
+    /// The engine and linkers calls run in.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// The tools this runtime serves.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Where host faults are recorded in detail.
+    pub fn diagnostics(&self) -> &Diagnostics {
+        &self.diagnostics
+    }
+
+    /// The ledger every call is recorded in.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The authorization rules.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// Sandbox executions since this runtime started (calls that reached the execute stage).

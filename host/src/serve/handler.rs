@@ -165,7 +165,13 @@ impl ServerHandler for Session {
         if let Err(why) = self.identity(&cx) {
             return Err(ErrorData::invalid_request(why, None));
         }
-        let tools = self.shared.runtime.registry.tools().map(mcp_tool).collect();
+        let tools = self
+            .shared
+            .runtime
+            .registry()
+            .tools()
+            .map(mcp_tool)
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -186,7 +192,7 @@ impl ServerHandler for Session {
         let wrap = self
             .shared
             .runtime
-            .registry
+            .registry()
             .get(&call.name)
             .is_none_or(|t| !output_is_object(&t.output_schema));
         let identity = match self.identity(&cx) {

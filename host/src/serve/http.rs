@@ -95,7 +95,7 @@ pub async fn serve_http(
     let factory_shared = shared.clone();
     let longest = shared
         .runtime
-        .registry
+        .registry()
         .tools()
         .map(|t| t.limits.deadline)
         .max();
