@@ -406,6 +406,29 @@ fn ledger_parts_only_use_lower_parts() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// Each database driver is named in its backend's folder only: the facade, the runtime and
+/// everything else see the ledger's interfaces, never `rusqlite` or `tokio_postgres`.
+#[test]
+fn drivers_are_named_only_in_their_backends() {
+    let src = repo().join("host/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut wrong = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        let code = without_comments(&std::fs::read_to_string(file).unwrap());
+        for (driver, home) in [
+            ("rusqlite", "ledger/sqlite/"),
+            ("tokio_postgres", "ledger/postgres/"),
+        ] {
+            if code.contains(driver) && !rel.starts_with(home) {
+                wrong.push(format!("{rel} names {driver} (only {home} may)"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// The scan sees what it must: a root re-export, a braced list over several lines, a path in
 /// an expression, and `super::` paths that leave the file's module.
 #[test]

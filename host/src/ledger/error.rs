@@ -6,15 +6,19 @@
 /// Why a ledger operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// SQLite refused the operation (I/O error, busy past the timeout, constraint, ...).
-    #[error("ledger database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-
-    /// The PostgreSQL server refused a statement or could not be reached. The message carries
-    /// the driver's innermost cause ("invalid peer certificate: UnknownIssuer", "Connection
-    /// refused"), which its own message leaves out.
-    #[error("ledger server error: {}{}", .0, cause(.0))]
-    Postgres(#[from] tokio_postgres::Error),
+    /// The database refused the operation or could not be reached: SQLite (an I/O error, busy
+    /// past the timeout, a constraint) or the PostgreSQL server (a statement refused, a
+    /// connection refused). `backend` is "database" for SQLite and "server" for PostgreSQL;
+    /// `message` is the driver's own, with the server's innermost cause ("invalid peer
+    /// certificate: UnknownIssuer", "Connection refused"), which its message leaves out. Each
+    /// backend converts its driver's errors (`sqlite/`, `postgres/`).
+    #[error("ledger {backend} error: {message}")]
+    Database {
+        backend: &'static str,
+        message: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
     /// The ledger's directory could not be created.
     #[error("ledger directory: {0}")]
@@ -97,28 +101,4 @@ impl LedgerError {
             call_id: call_id.to_owned(),
         }
     }
-
-    /// A SQLite error, except that a foreign-key violation (a row for a call that was never
-    /// admitted) becomes `UnknownCall`.
-    pub(crate) fn for_call(e: rusqlite::Error, run_id: &str, call_id: &str) -> Self {
-        match &e {
-            rusqlite::Error::SqliteFailure(f, _)
-                if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY =>
-            {
-                LedgerError::unknown(run_id, call_id)
-            }
-            _ => LedgerError::Sqlite(e),
-        }
-    }
-}
-
-/// `": <innermost cause>"` of a driver error, when it has one.
-fn cause(e: &tokio_postgres::Error) -> String {
-    let mut last: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    let mut deepest = None;
-    while let Some(c) = last {
-        deepest = Some(c);
-        last = c.source();
-    }
-    deepest.map_or(String::new(), |c| format!(": {c}"))
 }

@@ -97,8 +97,6 @@ mod contract_tests;
 mod crash_tests;
 #[cfg(test)]
 mod group_tests;
-#[cfg(test)]
-mod tests;
 
 use std::path::Path;
 use std::time::Duration;

@@ -120,6 +120,27 @@ impl PgConfig {
     }
 }
 
+impl From<tokio_postgres::Error> for LedgerError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        LedgerError::Database {
+            backend: "server",
+            message: format!("{e}{}", cause(&e)),
+            source: Box::new(e),
+        }
+    }
+}
+
+/// `": <innermost cause>"` of a driver error, when it has one.
+fn cause(e: &tokio_postgres::Error) -> String {
+    let mut last: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    let mut deepest = None;
+    while let Some(c) = last {
+        deepest = Some(c);
+        last = c.source();
+    }
+    deepest.map_or(String::new(), |c| format!(": {c}"))
+}
+
 /// How long connecting to the server may take before the ledger reports it unreachable.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 

@@ -9,6 +9,8 @@
 //!   the writer and the store share.
 //! - `schema.rs`: the connection settings and the versioned migrations; `checkpoint.rs`: the
 //!   thread that keeps the write-ahead log short; `lease.rs`: which processes hold the file.
+//! - `tests.rs`: the backend's own tests (its schema, build, watermark, file growth); the
+//!   contract every backend keeps is `ledger/contract_tests.rs`.
 
 mod backend;
 mod checkpoint;
@@ -17,6 +19,8 @@ mod reads;
 mod recovery;
 mod rows;
 pub(super) mod schema;
+#[cfg(test)]
+mod tests;
 mod writes;
 
 use std::path::{Path, PathBuf};
@@ -73,6 +77,29 @@ pub fn open(path: &Path, options: &LedgerOptions) -> Result<SqliteStore, LedgerE
         limits: MemoryLimits::default(),
         _checkpointer: checkpointer,
     })
+}
+
+impl From<rusqlite::Error> for LedgerError {
+    fn from(e: rusqlite::Error) -> Self {
+        LedgerError::Database {
+            backend: "database",
+            message: e.to_string(),
+            source: Box::new(e),
+        }
+    }
+}
+
+/// A SQLite error, except that a foreign-key violation (a row for a call that was never
+/// admitted) becomes `UnknownCall`.
+fn for_call(e: rusqlite::Error, run_id: &str, call_id: &str) -> LedgerError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY =>
+        {
+            LedgerError::unknown(run_id, call_id)
+        }
+        _ => e.into(),
+    }
 }
 
 impl SqliteStore {

@@ -20,7 +20,7 @@ pub(super) fn record_content(
              VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, call_id) DO NOTHING",
         )?
         .execute(params![run_id, call_id, json, now_ms()])
-        .map_err(|e| LedgerError::for_call(e, run_id, call_id))?;
+        .map_err(|e| super::for_call(e, run_id, call_id))?;
     Ok(n == 1)
 }
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use super::contract_tests::{admit, args_key, call, usage};
-use super::*;
+use super::super::contract_tests::{admit, args_key, call, usage};
+use super::super::*;
 use crate::contract::{Status, ToolResult};
 
 /// A fresh ledger in a temporary directory (kept alive by the returned guard).
@@ -33,7 +33,7 @@ fn schema_version_is_checked() {
     let v: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(v, sqlite::schema::SCHEMA_VERSION);
+    assert_eq!(v, super::schema::SCHEMA_VERSION);
     conn.pragma_update(None, "user_version", 99).unwrap();
     drop(conn);
     assert!(matches!(
@@ -76,7 +76,7 @@ fn version_1_ledgers_migrate_without_loss() {
     let path = dir.path().join("v1.db");
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(sqlite::schema::MIGRATIONS[0]).unwrap();
+        conn.execute_batch(super::schema::MIGRATIONS[0]).unwrap();
         conn.pragma_update(None, "user_version", 1).unwrap();
         let done = call("done", json!({"q": 1}));
         let result = ToolResult::completed(&done, json!({"a": 2}), usage());
