@@ -560,7 +560,11 @@ fn raw_repeated_ids_forgery_and_stdin_close() {
 
     // A call that would run 30 s, then stdin closes: the server cancels it and exits.
     raw.send(call(json!(8), "sleep_forever", json!({})));
-    std::thread::sleep(Duration::from_millis(500));
+    // The server reads requests in order and hands each to its own task: once a ping sent
+    // after the call is answered, the call is in hand (running, or cancelled before it
+    // starts — recorded either way). No sleep stands in for that.
+    raw.send(json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}));
+    raw.response(&json!(9), &mut seen);
     let closed_at = Instant::now();
     drop(raw.stdin.take());
     let status = wait_bounded(&mut raw.child, Duration::from_secs(15));
