@@ -81,7 +81,7 @@ mod limits;
 mod null;
 mod outcome;
 mod owed;
-pub mod postgres;
+mod postgres;
 mod recovery;
 mod sqlite;
 mod store;
@@ -112,7 +112,8 @@ pub use limits::{Budget, MemoryLimits, MAX_TRACKED_PRINCIPALS, MAX_TRACKED_RUNS}
 pub use outcome::{Outcome, OUTCOME_UNKNOWN_MESSAGE};
 pub use owed::{MAX_OWED_BYTES, MAX_OWED_OUTCOMES};
 pub use postgres::PgConfig;
-pub use sqlite::SqliteBackend;
+#[cfg(test)]
+pub(crate) use sqlite::SqliteBackend;
 pub use store::{LedgerOptions, TokenSpend, TranscriptEntry};
 pub use transcript::MAX_TRANSCRIPT_DETAIL;
 pub use write::{Admission, Applied, Backend, CallKey, Write};
@@ -151,7 +152,8 @@ impl Ledger {
 
     /// [`Ledger::open`], with the call path's writes going to the backend `wrap` makes of the
     /// SQLite one (tests use it to make commits fail).
-    pub fn open_with(
+    #[cfg(test)]
+    pub(crate) fn open_with(
         path: &Path,
         options: LedgerOptions,
         wrap: impl FnOnce(SqliteBackend) -> Box<dyn Backend>,

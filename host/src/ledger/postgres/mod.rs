@@ -34,7 +34,9 @@ mod host_tests;
 pub(super) mod tests;
 
 pub use backend::PgBackend;
-pub use schema::{migrate, SCHEMA_VERSION};
+pub use schema::migrate;
+#[cfg(test)]
+pub use schema::SCHEMA_VERSION;
 pub use store::PgStore;
 
 use tokio_postgres::{Client, NoTls};

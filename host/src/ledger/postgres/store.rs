@@ -255,15 +255,6 @@ impl PgStore {
         self.run_async(self.digest_query(run_id, call_id)).await
     }
 
-    /// [`admitted_digest`](Self::admitted_digest) on the caller's thread.
-    pub fn admitted_digest_blocking(
-        &self,
-        run_id: &str,
-        call_id: &str,
-    ) -> Result<Option<String>, LedgerError> {
-        self.run(self.digest_query(run_id, call_id))
-    }
-
     fn digest_query(
         &self,
         run_id: &str,
@@ -447,8 +438,9 @@ impl PgStore {
     }
 
     /// Forget the answers of groups too old to be sent again, and hosts whose lease passed
-    /// long ago with no open call left: `(groups, hosts)` forgotten. The upkeep does this
-    /// every half lease.
+    /// long ago with no open call left: `(groups, hosts)` forgotten. The upkeep runs the same
+    /// statements every half lease; this is the tests' handle on them.
+    #[cfg(test)]
     pub fn prune(&self) -> Result<(u64, u64), LedgerError> {
         let c = self.connector();
         self.run(async move {
