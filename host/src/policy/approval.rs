@@ -4,8 +4,9 @@
 //!
 //! 1. A call needs approval ([`needs_approval`]) and carries no token. The host answers
 //!    `approval_required` with an [`ApprovalRequest`]; its *handle* goes to the human.
-//! 2. The human runs `toolhost approve HANDLE`; [`ApprovalKey::mint`] returns a *token*. Only the
-//!    host key is needed to mint (the CLI also checks that some call asked for the handle).
+//! 2. The human runs `toolhost approve HANDLE`; [`ApprovalKey::mint_at`] returns a *token*.
+//!    Only the host key is needed to mint (the CLI also checks that some call asked for the
+//!    handle).
 //! 3. The call is resubmitted with the token. [`ApprovalKey::verify`] checks the token's MAC
 //!    (constant time) over the bindings the token carries, then compares them with the
 //!    *current* call, then the expiry, then single use through the ledger's `consume` callback.
@@ -46,7 +47,6 @@
 //! Longer than 500 lines: 280 of them are its unit tests, kept beside the code they test (the code is 492 lines).
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -403,11 +403,6 @@ impl ApprovalKey {
         mac
     }
 
-    /// Mint the token for a handle, against the system clock (see [`ApprovalKey::mint_at`]).
-    pub fn mint(&self, handle: &str) -> Result<String, PolicyError> {
-        self.mint_at(handle, unix_now())
-    }
-
     /// Mint the token `"{handle}.{mac}"` for a handle at `now` (unix seconds). Refuses a
     /// handle already expired, or one expiring further out than this key's TTL (no call of this
     /// host asked for it).
@@ -495,14 +490,6 @@ impl ApprovalKey {
         }
         Ok(())
     }
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -441,13 +441,6 @@ pub(super) fn cancelled(call: &ToolCall, status: Status, code: Code) -> ToolResu
     r
 }
 
-pub(super) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// One copy waiting for its original, counted while it waits (see [`MAX_WAITING_DUPLICATES`]).
 struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
 
