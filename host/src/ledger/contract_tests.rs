@@ -73,8 +73,7 @@ impl PgSite {
 
 impl Site for PgSite {
     fn open(&self, options: LedgerOptions) -> Ledger {
-        Ledger::open_postgres(&self.db.config, std::time::Duration::from_secs(60), options)
-            .expect("the test server answers")
+        postgres::tests::ledger_with(&self.db, options)
     }
 
     fn stop(&self, ledger: Ledger) {

@@ -323,12 +323,16 @@ fn pg_settings_refuse_what_must_not_be_in_a_config() {
 
 /// A ledger (a host) on the test schema, with a lease that only the tests end.
 pub(super) fn ledger(db: &TestSchema) -> crate::ledger::Ledger {
-    crate::ledger::Ledger::open_postgres(
-        &db.config,
-        std::time::Duration::from_secs(60),
-        Default::default(),
-    )
-    .expect("the test server answers")
+    ledger_with(db, Default::default())
+}
+
+/// [`ledger`], opened with `options`.
+pub(in crate::ledger) fn ledger_with(
+    db: &TestSchema,
+    options: crate::ledger::LedgerOptions,
+) -> crate::ledger::Ledger {
+    crate::ledger::Ledger::open_postgres(&db.config, std::time::Duration::from_secs(60), options)
+        .expect("the test server answers")
 }
 
 /// A group sent again under the same id (its connection dropped, the writer cannot tell

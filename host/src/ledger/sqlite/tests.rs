@@ -5,16 +5,17 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use super::super::contract_tests::{admit, args_key, call, usage};
+use super::super::contract_tests::{admit, args_key, call, usage, Site, SqliteSite};
 use super::super::*;
 use crate::contract::{Status, ToolResult};
 
-/// A fresh ledger in a temporary directory (kept alive by the returned guard).
-fn ledger(options: LedgerOptions) -> (tempfile::TempDir, PathBuf, Ledger) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state").join("ledger.db");
-    let ledger = Ledger::open(&path, options).unwrap();
-    (dir, path, ledger)
+/// A fresh ledger on a file of its own (the contract suite's SQLite site, kept alive by the
+/// returned guard), and the file's path.
+fn ledger(options: LedgerOptions) -> (SqliteSite, PathBuf, Ledger) {
+    let site = SqliteSite::new();
+    let ledger = site.open(options);
+    let path = site.path.clone();
+    (site, path, ledger)
 }
 
 /// `Ledger` can be shared by many tokio tasks.
