@@ -84,6 +84,11 @@ impl OwedOutcomes {
 }
 
 impl Ledger {
+    /// Whether any outcome is owed (one atomic read, for the call path to ask first).
+    pub fn owes(&self) -> bool {
+        self.owed.any()
+    }
+
     /// Keep the outcome of an admitted call that the ledger could not take when the call
     /// ended, for a later commit ([`Ledger::pay_owed`]); bounded in number and bytes.
     pub fn owe(&self, run_id: &str, result: &ToolResult) {

@@ -36,7 +36,9 @@ impl Runtime {
         };
         match recorded {
             Ok(None) => {
-                self.ledger.pay_owed(self.inline()).await;
+                if self.ledger.owes() {
+                    self.ledger.pay_owed(self.inline()).await;
+                }
                 result
             }
             Ok(Some(other)) => self.lost_admission(ctx, call, other).await,
