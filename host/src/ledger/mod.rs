@@ -72,15 +72,18 @@
 
 mod admission;
 mod audit;
+mod claims;
 mod codec;
 mod config;
 mod error;
 mod events;
 mod group;
+mod journal;
 mod limits;
 mod null;
 mod outcome;
 mod owed;
+mod owner;
 mod postgres;
 mod recovery;
 mod sqlite;
@@ -97,6 +100,8 @@ mod contract_tests;
 mod crash_tests;
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod journal_tests;
 
 use std::path::Path;
 use std::time::Duration;
@@ -108,9 +113,11 @@ pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;
 pub use events::{CallRecord, CallState, EventRecord, PendingEvent, MAX_APPENDED_EVENTS_CHARS};
 pub use group::{GroupStats, Inline, MAX_GROUP};
+pub use journal::{Held, Journal, OpenCall, Unfinished};
 pub use limits::{Budget, MemoryLimits, MAX_TRACKED_PRINCIPALS, MAX_TRACKED_RUNS};
 pub use outcome::{Outcome, OUTCOME_UNKNOWN_MESSAGE};
 pub use owed::{MAX_OWED_BYTES, MAX_OWED_OUTCOMES};
+pub use owner::{bind_caller, same_caller};
 pub use postgres::PgConfig;
 #[cfg(test)]
 pub(crate) use sqlite::SqliteBackend;
@@ -131,6 +138,8 @@ pub struct Ledger {
     options: LedgerOptions,
     /// Outcomes the ledger could not take when their calls ended (`owed.rs`).
     owed: owed::OwedOutcomes,
+    /// This process's claims on ids of calls not admitted yet (`claims.rs`).
+    claims: claims::Claims,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -165,6 +174,7 @@ impl Ledger {
             writer,
             options,
             owed: Default::default(),
+            claims: Default::default(),
         })
     }
 
@@ -196,6 +206,7 @@ impl Ledger {
             writer,
             options,
             owed: Default::default(),
+            claims: Default::default(),
         })
     }
 

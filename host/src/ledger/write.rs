@@ -33,7 +33,7 @@ pub enum Admission {
 }
 
 /// What a call is admitted under: its id and the caller's digest of `{tool, arguments}`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CallKey {
     pub run_id: String,
     pub call_id: String,

@@ -4,7 +4,7 @@ use crate::contract::{
     ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, ToolCall, ToolResult, Usage,
 };
 use crate::contract::{Decision, Stage};
-use crate::ledger::TokenSpend;
+use crate::ledger::{Journal, TokenSpend};
 use crate::policy::{canonical_json, ApprovalFailure, ApprovalSubject};
 use crate::registry::Tool;
 
@@ -24,6 +24,7 @@ impl Runtime {
         call: &ToolCall,
         tool: &Tool,
         token: Option<&str>,
+        journal: &mut Journal<'_>,
     ) -> Result<(), Box<ToolResult>> {
         let subject = ApprovalSubject {
             tool: tool.name.to_string(),
@@ -39,16 +40,17 @@ impl Runtime {
             Some(t) => t,
             None => {
                 let request = self.approval_key.request(&subject, now, self.approval_ttl);
-                match self.ask_approver(ctx, call, &subject, &request).await? {
+                match self
+                    .ask_approver(ctx, call, &subject, &request, journal)
+                    .await?
+                {
                     Some((minted, source)) => {
                         asked = minted;
                         approved_through = format!("by a human, through {source}");
                         asked.as_str()
                     }
                     None => {
-                        self.event(
-                            ctx,
-                            call,
+                        journal.note(
                             Stage::Approve,
                             Code::ApprovalRequired.as_str(),
                             &request.digest,
@@ -92,9 +94,7 @@ impl Runtime {
                 if approved_through.is_empty() {
                     approved_through = format!("by a token passed with the call ({spent})");
                 }
-                self.event(
-                    ctx,
-                    call,
+                journal.note(
                     Stage::Approve,
                     Decision::Approved.as_str(),
                     &approved_through,
@@ -105,13 +105,7 @@ impl Runtime {
                 // Each failure has its own code and a fixed model-safe message; the reason
                 // (which check, for the operator) goes to the ledger only.
                 let code = failure.code();
-                self.event(
-                    ctx,
-                    call,
-                    Stage::Approve,
-                    code.as_str(),
-                    &failure.to_string(),
-                );
+                journal.note(Stage::Approve, code.as_str(), &failure.to_string());
                 Err(Box::new(ToolResult::failed(
                     call,
                     code,
@@ -132,6 +126,7 @@ impl Runtime {
         call: &ToolCall,
         subject: &ApprovalSubject,
         request: &crate::policy::ApprovalRequest,
+        journal: &mut Journal<'_>,
     ) -> Result<Option<(String, &'static str)>, Box<ToolResult>> {
         let Some(approver) = ctx.approver.as_ref() else {
             return Ok(None);
@@ -147,13 +142,7 @@ impl Runtime {
             digest: request.digest.clone(),
             expires_at: request.expires_at,
         };
-        self.event(
-            ctx,
-            call,
-            Stage::Approve,
-            Decision::Asked.as_str(),
-            &request.digest,
-        );
+        journal.note(Stage::Approve, Decision::Asked.as_str(), &request.digest);
         let answer = tokio::select! {
             a = approver.0.ask(&prompt) => a,
             _ = ctx.cancel.cancelled() => ApprovalAnswer::Unavailable("the run was cancelled"),
@@ -167,9 +156,7 @@ impl Runtime {
                 // The token is then verified and consumed like any other.
                 Ok(token) => Ok(Some((token, source))),
                 Err(e) => {
-                    self.event(
-                        ctx,
-                        call,
+                    journal.note(
                         Stage::Approve,
                         Decision::MintFailed.as_str(),
                         &e.to_string(),
@@ -178,9 +165,7 @@ impl Runtime {
                 }
             },
             ApprovalAnswer::Declined => {
-                self.event(
-                    ctx,
-                    call,
+                journal.note(
                     Stage::Approve,
                     Code::ApprovalDenied.as_str(),
                     &format!("declined by a human, through {source}"),
@@ -193,9 +178,7 @@ impl Runtime {
                 )))
             }
             ApprovalAnswer::Unavailable(why) => {
-                self.event(
-                    ctx,
-                    call,
+                journal.note(
                     Stage::Approve,
                     Decision::Unanswered.as_str(),
                     &format!("{source}: {why}"),

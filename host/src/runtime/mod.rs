@@ -7,9 +7,6 @@ mod diagnostics;
 pub mod guards;
 pub mod stream_args;
 
-mod admission;
-#[cfg(test)]
-mod admission_tests;
 mod approve;
 pub mod batch;
 mod check;
@@ -54,10 +51,6 @@ pub struct Runtime {
     /// Budgets a new run gets from the config.
     run_budgets: crate::contract::Budgets,
     executions: std::sync::atomic::AtomicU64,
-    /// What running calls have not committed yet: their stage decisions (committed with each
-    /// call's next state change instead of one commit each), and for a call not admitted yet,
-    /// what its admission will record (see `admission.rs`).
-    pending: std::sync::Mutex<std::collections::HashMap<(String, String), admission::CallLog>>,
     /// Calls in `run_call` or `refuse` right now: a lone call commits on its own thread when
     /// the ledger is idle (see `ledger/group.rs`).
     in_flight: std::sync::atomic::AtomicUsize,
@@ -113,7 +106,6 @@ impl Runtime {
             concurrency: Concurrency::new(run.concurrent_calls()),
             run_budgets: run.budgets(),
             executions: std::sync::atomic::AtomicU64::new(0),
-            pending: Default::default(),
             in_flight: Default::default(),
             waiting_duplicates: Default::default(),
         }

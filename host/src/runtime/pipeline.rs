@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 use crate::contract::bounds::check_call;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Risk, Stage};
-use crate::ledger::{Admission, CallKey, Inline, PendingEvent};
+use crate::ledger::{CallKey, Held, Inline, Journal, OpenCall};
 use crate::policy::Subject;
 
-use super::admission::{CallLog, Late};
 use super::limits::Refusal;
 use super::owner::{admission_digest, foreign};
 use super::{clip, Runtime};
@@ -52,44 +51,23 @@ impl Runtime {
             return refusal.result(call);
         }
         let _in_flight = InFlight::enter(&self.in_flight);
-        // 1. admit (before anything else looks at the call)
+        // 1. admit (before anything else looks at the call). A call that may ask a human is
+        // admitted first, so that a duplicate cannot ask a second time; any other is admitted
+        // with its first commit (`ledger/journal.rs`).
         let (digest, size, args_size) = admission_digest(ctx, call);
-        let (late, claim) = self.admit_late(ctx, call, &digest, size).await;
-        match late {
-            Late::Claimed => {
-                // Released if this future is dropped before the claim's commit ends it.
-                let _claim = claim;
-                let result = self
-                    .stages(ctx, call, approval_token, Some(args_size))
-                    .await;
-                return self.record(ctx, call, result).await;
-            }
-            Late::Duplicate => return self.await_original(ctx, call).await,
-            Late::Conflict => return duplicate_call_id(call),
-            Late::Foreign => return foreign(call),
-            Late::Fault(detail) => {
-                return self.host_fault(call, "the host could not record this call", &detail)
-            }
-            // (`Unsettled` is `claim`'s alone; were it here, the ledger would decide.)
-            Late::No | Late::Unsettled => {}
-        }
-        match self
-            .ledger
-            .admit_async(call_key(ctx, call, digest, size), self.inline())
-            .await
-        {
-            Ok(Admission::New { .. }) => {}
-            Ok(Admission::Replay(result)) => return result,
-            Ok(Admission::Conflict) => return self.conflict(ctx, call).await,
-            Ok(Admission::InFlight) => return self.await_original(ctx, call).await,
-            Err(e) => {
-                return self.host_fault(call, "the host could not record this call", &e.to_string())
-            }
-        }
+        let late = !self
+            .registry
+            .get(&call.name)
+            .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));
+        let opening = open_call(ctx, call, digest, size, late);
+        let mut journal = match self.ledger.open_call(opening, self.inline()).await {
+            Ok(journal) => journal,
+            Err(held) => return self.held(ctx, call, held).await,
+        };
         let result = self
-            .stages(ctx, call, approval_token, Some(args_size))
+            .stages(ctx, call, &mut journal, approval_token, Some(args_size))
             .await;
-        self.record(ctx, call, result).await
+        self.record(ctx, call, journal, result).await
     }
 
     /// Record a call that ended before the pipeline could look at it — its arguments never
@@ -119,21 +97,29 @@ impl Runtime {
         }
         let _in_flight = InFlight::enter(&self.in_flight);
         let (digest, size, _) = admission_digest(ctx, call);
-        match self
-            .ledger
-            .admit_async(call_key(ctx, call, digest, size), self.inline())
-            .await
-        {
-            Ok(Admission::New { .. }) => {
+        let opening = open_call(ctx, call, digest, size, false);
+        match self.ledger.open_call(opening, self.inline()).await {
+            Ok(mut journal) => {
                 let code = result.code.map_or("failed", |c| c.as_str());
-                let detail = super::clip(&result.message, 256).to_string();
-                self.event(ctx, call, stage, code, &detail);
-                self.record(ctx, call, result).await
+                journal.note(stage, code, super::clip(&result.message, 256));
+                self.record(ctx, call, journal, result).await
             }
-            Ok(Admission::Replay(recorded)) => recorded,
-            Ok(Admission::Conflict) => self.conflict(ctx, call).await,
-            Ok(Admission::InFlight) => duplicate_call_id(call),
-            Err(e) => self.host_fault(call, "the host could not record this call", &e.to_string()),
+            // A refusal does not wait for the call it copies.
+            Err(Held::InFlight) => duplicate_call_id(call),
+            Err(held) => self.held(ctx, call, held).await,
+        }
+    }
+
+    /// The answer to a call whose id the ledger holds (or could not read).
+    pub(super) async fn held(&self, ctx: &RunContext, call: &ToolCall, held: Held) -> ToolResult {
+        match held {
+            Held::Replay(recorded) => *recorded,
+            Held::InFlight => self.await_original(ctx, call).await,
+            Held::Reused => duplicate_call_id(call),
+            Held::Foreign => foreign(call),
+            Held::Fault(e) => {
+                self.host_fault(call, "the host could not record this call", &e.to_string())
+            }
         }
     }
 
@@ -167,73 +153,50 @@ impl Runtime {
         still_running()
     }
 
-    pub(super) fn event(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-        stage: Stage,
-        decision: &str,
-        detail: &str,
-    ) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry((ctx.run_id.clone(), call.call_id.clone()))
-            .or_default()
-            .events
-            .push(PendingEvent::now(stage.as_str(), decision, detail));
-    }
-
-    /// What the call has not committed yet.
-    pub(super) fn take_pending(&self, ctx: &RunContext, call: &ToolCall) -> CallLog {
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(ctx.run_id.clone(), call.call_id.clone()))
-            .unwrap_or_default()
-    }
-
-    /// Stages 2–8; the caller records whatever comes back. `args_size` is the size of the
-    /// arguments' canonical form, when admission has measured it.
+    /// Stages 2–8, each decision noted on the call's journal; the caller records whatever
+    /// comes back. `args_size` is the size of the arguments' canonical form, when admission
+    /// has measured it.
     async fn stages(
         &self,
         ctx: &RunContext,
         call: &ToolCall,
+        journal: &mut Journal<'_>,
         approval_token: Option<&str>,
         args_size: Option<u64>,
     ) -> ToolResult {
         // 2. resolve
         let Some(tool) = self.registry.get(&call.name) else {
             let message = format!("there is no tool named {:?}", clip(&call.name, 64));
-            return self.end(ctx, call, Stage::Resolve, Code::UnknownTool, "", message);
+            return end(
+                journal,
+                call,
+                Stage::Resolve,
+                Code::UnknownTool,
+                "",
+                message,
+            );
         };
         // 3. validate: size cap, JSON Schema, then the exact WIT types
         let params = match self.validate(tool, &call.arguments, args_size) {
             Ok(p) => p,
             Err(message) => {
-                return self.end(
-                    ctx,
-                    call,
-                    Stage::Validate,
-                    Code::InvalidArguments,
-                    "",
-                    message,
-                )
+                let code = Code::InvalidArguments;
+                return end(journal, call, Stage::Validate, code, "", message);
             }
         };
-        self.note_content(ctx, call);
+        journal.keep_content(&call.arguments);
         // 4. authorize, with the trusted subject only
-        if let Err(refused) = self.authorize_call(ctx, call, tool) {
+        if let Err(refused) = self.authorize_call(ctx, call, tool, journal) {
             return refused;
         }
         // 5. approve
         if crate::policy::needs_approval(tool.approval, tool.risk) {
-            if let Err(r) = self.approve(ctx, call, tool, approval_token).await {
+            if let Err(r) = self.approve(ctx, call, tool, approval_token, journal).await {
                 return *r;
             }
         }
         // 6. limit: the run's budgets, the principal's rate, a slot on this host, time left
-        let _slot = match self.limit(ctx, call, tool) {
+        let _slot = match self.limit(ctx, call, tool, journal) {
             Ok(slot) => slot,
             Err(refused) => return refused,
         };
@@ -241,9 +204,9 @@ impl Runtime {
         // `docs/pipeline.md`): its decisions and, if it was admitted late, its admission are
         // committed with its outcome. Every other call is admitted and marked started first.
         if tool.risk == Risk::Read {
-            self.note_start(ctx, call);
-        } else if let Err(answer) = self.start(ctx, call).await {
-            return answer;
+            journal.running();
+        } else if let Err(held) = journal.start(self.inline()).await {
+            return self.held(ctx, call, held).await;
         }
         let exec = self.execute_in(ctx, tool, &params).await;
         // 8. check
@@ -251,32 +214,18 @@ impl Runtime {
         let decision = result
             .code
             .map_or(Decision::Completed.as_str(), |c| c.as_str());
-        self.event(ctx, call, Stage::Execute, decision, "");
+        journal.note(Stage::Execute, decision, "");
         result
     }
 
-    /// End the call at `stage` with `code`: the decision is recorded with `detail` (operator
-    /// text), and the model is told `message`.
-    fn end(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-        stage: Stage,
-        code: Code,
-        detail: &str,
-        message: impl Into<String>,
-    ) -> ToolResult {
-        self.event(ctx, call, stage, code.as_str(), detail);
-        ToolResult::failed(call, code, message, Usage::default())
-    }
-
-    /// Stage 4: the policy's decision for the trusted subject, recorded either way.
+    /// Stage 4: the policy's decision for the trusted subject, noted either way.
     #[allow(clippy::result_large_err)]
     fn authorize_call(
         &self,
         ctx: &RunContext,
         call: &ToolCall,
         tool: &Tool,
+        journal: &mut Journal<'_>,
     ) -> Result<(), ToolResult> {
         let subject = Subject {
             principal: ctx.principal.clone(),
@@ -287,22 +236,11 @@ impl Runtime {
                 .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments);
         if !decision.allowed {
             let (reason, message) = (&decision.reason, decision.message);
-            return Err(self.end(
-                ctx,
-                call,
-                Stage::Authorize,
-                Code::Unauthorized,
-                reason,
-                message,
-            ));
+            let code = Code::Unauthorized;
+            return Err(end(journal, call, Stage::Authorize, code, reason, message));
         }
-        self.event(
-            ctx,
-            call,
-            Stage::Authorize,
-            Decision::Allowed.as_str(),
-            &decision.reason,
-        );
+        let allowed = Decision::Allowed.as_str();
+        journal.note(Stage::Authorize, allowed, &decision.reason);
         Ok(())
     }
 
@@ -314,22 +252,19 @@ impl Runtime {
         ctx: &RunContext,
         call: &ToolCall,
         tool: &Tool,
+        journal: &mut Journal<'_>,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, ToolResult> {
+        let refused = |journal: &mut Journal<'_>, code, detail, message: &str| {
+            Err(end(journal, call, Stage::Limit, code, detail, message))
+        };
         match self.take_limits(ctx, tool.name.as_str()) {
             Ok(None) => {}
             Ok(Some(Refusal::Budget(why))) => {
-                return Err(self.end(ctx, call, Stage::Limit, Code::BudgetExhausted, why, why))
+                return refused(journal, Code::BudgetExhausted, why, why);
             }
             Ok(Some(Refusal::Rate)) => {
                 let message = "too many calls; try again shortly";
-                return Err(self.end(
-                    ctx,
-                    call,
-                    Stage::Limit,
-                    Code::RateLimited,
-                    "principal rate",
-                    message,
-                ));
+                return refused(journal, Code::RateLimited, "principal rate", message);
             }
             Err(e) => {
                 return Err(self.host_fault(
@@ -341,36 +276,18 @@ impl Runtime {
         }
         let Some(slot) = self.concurrency.try_slot() else {
             let message = "the host is busy; try again shortly";
-            return Err(self.end(
-                ctx,
-                call,
-                Stage::Limit,
-                Code::RateLimited,
-                "host concurrency",
-                message,
-            ));
+            return refused(journal, Code::RateLimited, "host concurrency", message);
         };
         if ctx.cancel.is_cancelled() {
-            self.event(
-                ctx,
-                call,
-                Stage::Execute,
-                Code::Cancelled.as_str(),
-                "before start",
-            );
+            let cancelled_code = Code::Cancelled.as_str();
+            journal.note(Stage::Execute, cancelled_code, "before start");
             return Err(cancelled(call, Status::Cancelled, Code::Cancelled));
         }
         if ctx.deadline.is_some_and(|d| Instant::now() >= d) {
             let detail = "run deadline passed before start";
             let message = "the run's time is up";
-            return Err(self.end(
-                ctx,
-                call,
-                Stage::Execute,
-                Code::DeadlineExceeded,
-                detail,
-                message,
-            ));
+            let code = Code::DeadlineExceeded;
+            return Err(end(journal, call, Stage::Execute, code, detail, message));
         }
         Ok(slot)
     }
@@ -415,14 +332,34 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// The admission key of a call (its digest from [`admission_digest`], which binds the caller).
-fn call_key(ctx: &RunContext, call: &ToolCall, digest: String, size: u64) -> CallKey {
-    CallKey {
-        run_id: ctx.run_id.clone(),
-        call_id: call.call_id.clone(),
-        tool: call.name.clone(),
-        args_digest: digest,
-        args_size: size,
+/// End the call at `stage` with `code`: the decision is noted with `detail` (operator text),
+/// and the model is told `message`.
+fn end(
+    journal: &mut Journal<'_>,
+    call: &ToolCall,
+    stage: Stage,
+    code: Code,
+    detail: &str,
+    message: impl Into<String>,
+) -> ToolResult {
+    journal.note(stage, code.as_str(), detail);
+    ToolResult::failed(call, code, message, Usage::default())
+}
+
+/// What the ledger is asked to open for a call: its admission key (the digest from
+/// [`admission_digest`], which binds the caller) and who asks.
+fn open_call(ctx: &RunContext, call: &ToolCall, digest: String, size: u64, late: bool) -> OpenCall {
+    OpenCall {
+        key: CallKey {
+            run_id: ctx.run_id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.name.clone(),
+            args_digest: digest,
+            args_size: size,
+        },
+        principal: ctx.principal.clone(),
+        tenant: ctx.tenant.clone(),
+        late,
     }
 }
 
