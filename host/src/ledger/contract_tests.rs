@@ -15,6 +15,7 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{json, Value};
 
+use super::journal_tests::*;
 use super::*;
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
 
@@ -148,6 +149,14 @@ contract!(
     hosts_on_one_store_share_tokens_and_reads,
     a_ledger_opens_and_closes_inside_an_async_runtime,
     budgets_and_rates_are_exact_under_concurrency,
+    a_journal_records_one_call_from_open_to_outcome,
+    a_journal_that_lost_its_admission_records_nothing,
+    a_known_id_leaves_no_claim_and_keeps_the_conflict,
+    a_ledger_fault_leaves_no_claim,
+    an_unanswered_claim_does_not_make_a_replay_a_conflict,
+    an_unanswered_claim_on_a_new_id_is_a_conflict,
+    another_callers_claim_is_foreign,
+    a_dropped_journal_releases_its_claim,
 );
 
 pub(super) fn call(id: &str, args: Value) -> ToolCall {

@@ -1,15 +1,23 @@
-//! Claims on ids admitted late leave nothing behind (the race between a late claim and a
-//! conflicting duplicate, driven step by step), and what duplicates note is kept.
+//! The call journal's contract, run on every backend by `contract!` (`contract_tests.rs`): a
+//! call from open to outcome, a late admission lost to another host, and claims that leave
+//! nothing behind (the race between a late claim and a conflicting duplicate, driven step by
+//! step) while what duplicates note is kept.
+
+use serde_json::json;
 
 use super::claims::Claiming;
+use super::contract_tests::{stages, usage, Site};
 use super::journal::Opened;
 use super::{CallKey, Held, Inline, Ledger, LedgerError, LedgerOptions, OpenCall};
+use crate::contract::{Decision, Stage, ToolCall, ToolResult};
 
-/// A ledger of its own in a fresh temporary directory (kept alive by the guard).
-fn fresh() -> (tempfile::TempDir, Ledger) {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(&dir.path().join("ledger.sqlite"), LedgerOptions::default());
-    (dir, ledger.unwrap())
+/// Run `body` on a runtime of its own (the journal is async; the contract's bodies are not).
+fn block_on<F: std::future::Future>(body: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(body)
 }
 
 /// Call `c1` of run `r` with the admission digest `digest`, admitted late.
@@ -28,8 +36,70 @@ fn call(digest: &str) -> OpenCall {
     }
 }
 
+/// A completed result for `c1`.
+fn completed(output: &str) -> ToolResult {
+    let call = ToolCall {
+        call_id: "c1".into(),
+        name: "t".into(),
+        arguments: json!({}),
+    };
+    ToolResult::completed(&call, json!(output), usage())
+}
+
 fn claiming<T>(claimed: Result<T, Box<(OpenCall, Claiming)>>) -> Option<Claiming> {
     claimed.err().map(|refused| refused.1)
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(s, d)| (s.to_string(), d.to_string()))
+        .collect()
+}
+
+/// A call opened late, noted, started and finished is one record: its admission first, then
+/// its decisions in order, then its outcome; opening it again replays that outcome.
+pub(super) fn a_journal_records_one_call_from_open_to_outcome(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
+    block_on(async {
+        let mut journal = ledger.open_call(call("d1|p"), Inline::Never).await.unwrap();
+        journal.note(Stage::Authorize, Decision::Allowed.as_str(), "rule r");
+        journal.start(Inline::Never).await.unwrap();
+        journal.note(Stage::Execute, Decision::Completed.as_str(), "");
+        journal.finish(&completed("done"), Inline::Never).await.unwrap();
+        let again = ledger.open_call(call("d1|p"), Inline::Never).await;
+        assert!(matches!(again, Err(Held::Replay(r)) if *r == completed("done")));
+    });
+    assert_eq!(
+        stages(&ledger, "r", "c1"),
+        pairs(&[
+            ("admit", "new"),
+            ("authorize", "allowed"),
+            ("execute", "completed"),
+            ("record", "completed"),
+            ("admit", "replay"),
+        ])
+    );
+}
+
+/// A call claimed on one host whose id another host admitted first does not start: its
+/// journal answers with the other call's outcome and records nothing of its own.
+pub(super) fn a_journal_that_lost_its_admission_records_nothing(site: &dyn Site) {
+    let first = site.open(LedgerOptions::default());
+    let second = site.open(LedgerOptions::default());
+    block_on(async {
+        let mut journal = first.open_call(call("d1|p"), Inline::Never).await.unwrap();
+        journal.note(Stage::Authorize, Decision::Allowed.as_str(), "rule r");
+        second.admit("r", "c1", "t", "d1|p", 10).unwrap();
+        second.finish("r", "c1", &completed("theirs")).unwrap();
+        let started = journal.start(Inline::Never).await;
+        assert!(matches!(started, Err(Held::Replay(r)) if *r == completed("theirs")));
+        journal.finish(&completed("mine"), Inline::Never).await.unwrap();
+    });
+    assert_eq!(first.outcome("r", "c1").unwrap(), Some(completed("theirs")));
+    assert_eq!(
+        stages(&first, "r", "c1"),
+        pairs(&[("admit", "new"), ("record", "completed"), ("admit", "replay")])
+    );
 }
 
 /// Claim `d1`, let a duplicate with other arguments arrive while the ledger is asked (it is
@@ -49,67 +119,63 @@ async fn race(ledger: &Ledger, known: Result<bool, LedgerError>) {
 
 /// The ledger knows the id: the claim is gone (it grew by one entry per race before), and
 /// the duplicate's conflict is appended to the known call's record.
-#[tokio::test]
-async fn a_known_id_leaves_no_claim_and_keeps_the_conflict() {
-    let (_dir, ledger) = fresh();
-    ledger
-        .admit("r", "c1", "t", "d1|caller", 10)
-        .expect("admitted");
-    race(&ledger, Ok(true)).await;
+pub(super) fn a_known_id_leaves_no_claim_and_keeps_the_conflict(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
+    ledger.admit("r", "c1", "t", "d1|caller", 10).unwrap();
+    block_on(race(&ledger, Ok(true)));
     assert_eq!(ledger.claims.len(), 0);
-    let calls = ledger.calls(Some("r")).unwrap();
-    let decisions: Vec<&str> = calls[0].events.iter().map(|e| &*e.decision).collect();
-    assert_eq!(decisions, ["new", "conflict"], "{:?}", calls[0].events);
+    assert_eq!(
+        stages(&ledger, "r", "c1"),
+        pairs(&[("admit", "new"), ("admit", "conflict")])
+    );
 }
 
 /// The ledger could not be read: the claim and what was noted on it are dropped.
-#[tokio::test]
-async fn a_ledger_fault_leaves_no_claim() {
-    let (_dir, ledger) = fresh();
-    race(&ledger, Err(LedgerError::Commit("down".into()))).await;
+pub(super) fn a_ledger_fault_leaves_no_claim(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
+    block_on(race(&ledger, Err(LedgerError::Commit("down".into()))));
     assert_eq!(ledger.claims.len(), 0);
 }
 
 /// A proposal that finds another's claim with other arguments, not yet answered by the
 /// ledger, asks the ledger itself: an id the ledger knows is admitted the ordinary way (a
 /// replay of the recorded call, not a conflict with the other proposal).
-#[tokio::test]
-async fn an_unanswered_claim_does_not_make_a_replay_a_conflict() {
-    let (_dir, ledger) = fresh();
-    ledger
-        .admit("r", "c1", "t", "d1|caller", 10)
-        .expect("admitted");
-    let other = ledger.claim(call("d2|caller"), false).expect("claimed");
-    let opened = ledger.open_late(call("d1|caller"), Inline::Never).await;
-    assert!(matches!(opened, Opened::Ordinary(_)));
-    let settled = ledger.settle(other, Ok(true), Inline::Never).await;
-    assert!(matches!(settled, Opened::Ordinary(_)));
+pub(super) fn an_unanswered_claim_does_not_make_a_replay_a_conflict(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
+    ledger.admit("r", "c1", "t", "d1|caller", 10).unwrap();
+    block_on(async {
+        let other = ledger.claim(call("d2|caller"), false).expect("claimed");
+        let opened = ledger.open_late(call("d1|caller"), Inline::Never).await;
+        assert!(matches!(opened, Opened::Ordinary(_)));
+        let settled = ledger.settle(other, Ok(true), Inline::Never).await;
+        assert!(matches!(settled, Opened::Ordinary(_)));
+    });
     assert_eq!(ledger.claims.len(), 0);
 }
 
 /// The same, for an id the ledger does not know: the other claim runs, so this proposal is a
 /// conflict with it (noted on the running call).
-#[tokio::test]
-async fn an_unanswered_claim_on_a_new_id_is_a_conflict() {
-    let (_dir, ledger) = fresh();
-    let first = ledger.claim(call("d2|caller"), false).expect("claimed");
-    let opened = ledger.open_late(call("d1|caller"), Inline::Never).await;
-    assert!(matches!(opened, Opened::Held(Held::Reused)));
-    let settled = ledger.settle(first, Ok(false), Inline::Never).await;
-    let Opened::Journal(journal) = settled else {
-        panic!("the first claim runs");
-    };
-    let noted = ledger.claims.release(&("r".into(), "c1".into()));
-    assert_eq!(noted.len(), 1);
-    drop(journal);
+pub(super) fn an_unanswered_claim_on_a_new_id_is_a_conflict(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
+    block_on(async {
+        let first = ledger.claim(call("d2|caller"), false).expect("claimed");
+        let opened = ledger.open_late(call("d1|caller"), Inline::Never).await;
+        assert!(matches!(opened, Opened::Held(Held::Reused)));
+        let settled = ledger.settle(first, Ok(false), Inline::Never).await;
+        let Opened::Journal(journal) = settled else {
+            panic!("the first claim runs");
+        };
+        let noted = ledger.claims.release(&("r".into(), "c1".into()));
+        assert_eq!(noted.len(), 1);
+        drop(journal);
+    });
 }
 
 /// Another caller's proposal on an id claimed in this process is refused `Foreign` whatever
 /// its arguments (never told to wait for the original's result), and who asked is noted on
 /// the claim.
-#[tokio::test]
-async fn another_callers_claim_is_foreign() {
-    let (_dir, ledger) = fresh();
+pub(super) fn another_callers_claim_is_foreign(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
     let _claim = ledger.claim(call("d1|alice"), false).expect("claimed");
     for digest in ["d1|mallory", "d2|mallory", "d1"] {
         let asked = ledger.claim(call(digest), false);
@@ -121,9 +187,8 @@ async fn another_callers_claim_is_foreign() {
 
 /// Dropping a journal that holds a claim (a call whose future was dropped) releases it: a
 /// proposal of the same call then claims the id instead of waiting for nobody.
-#[tokio::test]
-async fn a_dropped_journal_releases_its_claim() {
-    let (_dir, ledger) = fresh();
+pub(super) fn a_dropped_journal_releases_its_claim(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
     let claim = ledger.claim(call("d1|caller"), false).expect("claimed");
     let copy = ledger.claim(call("d1|caller"), false);
     assert_eq!(claiming(copy), Some(Claiming::Running));

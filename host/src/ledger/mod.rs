@@ -11,16 +11,15 @@
 //! 3. **record** — [`Ledger::finish`] writes the one terminal outcome and commits before it
 //!    returns, so a result is never shown to a model before it is durable.
 //!
-//! The runtime admits most calls *late*: when [`Ledger::is_admitted`] says an id is new, the
-//! first stages run, and [`Ledger::admit_started`] (or [`Ledger::admit_finished`], for a call
-//! that ended before it started) commits the admission, the decisions and the start mark (or
-//! the outcome) at once. If another process admitted the id meanwhile, these return that
-//! admission's decision and write nothing of the call's own.
-//!
-//! Every stage in between appends its decision with [`Ledger::event`], or hands its decisions
-//! to the next state change (`*_with`, [`PendingEvent`]). At startup,
-//! [`Ledger::recover`] closes the calls a previous process left running as `outcome_unknown`:
-//! they are never run again, and a retry replays that outcome.
+//! The runtime opens each call with [`Ledger::open_call`], which admits it — or, for most calls,
+//! claims its id in this process and admits it *late*, with its first commit — and returns the
+//! call's [`Journal`]: every stage notes its decision on it, and the journal commits them with
+//! the start mark and the one outcome (`journal.rs`). If another process admitted the id
+//! meanwhile, the journal records nothing of the call's own and says what holds the id
+//! ([`Held`]). [`Ledger::admit_started`] and [`Ledger::admit_finished`] are the same late
+//! admission as one synchronous call. At startup, [`Ledger::recover`] closes the calls a
+//! previous process left running as `outcome_unknown`: they are never run again, and a retry
+//! replays that outcome.
 //!
 //! # What is stored
 //!
@@ -69,6 +68,10 @@
 //! - `sqlite/` (one file, one host: budgets and rates in memory, `limits.rs`) and `postgres/`
 //!   (one database, many hosts: budgets, rates and leases in the database); `null.rs`, which
 //!   records nothing, for benchmarks.
+//!
+//! Over the facade, the call's own state: `journal.rs` (a call between its commits),
+//! `claims.rs` (this process's claims on ids admitted late), `owner.rs` (which caller an id
+//! is bound to) and `owed.rs` (outcomes an outage kept out).
 
 mod admission;
 mod audit;
