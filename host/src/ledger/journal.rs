@@ -89,8 +89,8 @@ pub struct Journal<'l> {
     events: Vec<PendingEvent>,
     /// Set while the call is not admitted: it is admitted with its next commit.
     late: Option<Late>,
-    /// This journal holds the claim on its id (`claims.rs`).
-    claimed: bool,
+    /// The claim on its id this journal holds (`claims.rs`), if any.
+    claim: Option<ClaimKey>,
     /// When a call whose start is not committed (a `read`) started executing.
     started_at_ms: Option<i64>,
     /// Another process owns this id: nothing of this call is recorded.
@@ -172,13 +172,7 @@ impl Ledger {
             .claims
             .claim(&asker(&call, &key), unsettled_is_conflict)
         {
-            Claiming::Claimed => {
-                let late = Late {
-                    at_ms: now_ms(),
-                    content: None,
-                };
-                Ok(Journal::new(self, call, Some(late)))
-            }
+            Claiming::Claimed => Ok(Journal::new(self, call, Some(key))),
             other => Err(Box::new((call, other))),
         }
     }
@@ -192,7 +186,9 @@ impl Ledger {
     ) -> Opened<'l> {
         match known {
             Ok(false) => {
-                self.claims.found_new(&journal.claim_key());
+                if let Some(key) = &journal.claim {
+                    self.claims.found_new(key);
+                }
                 Opened::Journal(journal)
             }
             Ok(true) => {
@@ -256,10 +252,15 @@ impl Ledger {
 }
 
 impl<'l> Journal<'l> {
-    fn new(ledger: &'l Ledger, call: OpenCall, late: Option<Late>) -> Journal<'l> {
+    /// A journal for `call`; with `claimed`, it holds that claim and admits the call late.
+    fn new(ledger: &'l Ledger, call: OpenCall, claimed: Option<ClaimKey>) -> Journal<'l> {
+        let late = claimed.as_ref().map(|_| Late {
+            at_ms: now_ms(),
+            content: None,
+        });
         Journal {
             ledger,
-            claimed: late.is_some(),
+            claim: claimed,
             call,
             events: Vec::new(),
             late,
@@ -391,7 +392,10 @@ impl<'l> Journal<'l> {
         content: Option<String>,
         finished: Option<Outcome>,
     ) -> Write {
-        let noted = self.ledger.claims.take_noted(&self.claim_key());
+        let noted = match &self.claim {
+            Some(key) => self.ledger.claims.take_noted(key),
+            None => Vec::new(),
+        };
         let mut events = mem::take(&mut self.events);
         if !noted.is_empty() {
             events.extend(noted);
@@ -418,14 +422,10 @@ impl<'l> Journal<'l> {
 
     /// End this journal's claim, if it holds one, returning what was noted on it.
     fn release_claim(&mut self) -> Vec<PendingEvent> {
-        if !mem::take(&mut self.claimed) {
-            return Vec::new();
+        match self.claim.take() {
+            Some(key) => self.ledger.claims.release(&key),
+            None => Vec::new(),
         }
-        self.ledger.claims.release(&self.claim_key())
-    }
-
-    fn claim_key(&self) -> ClaimKey {
-        claim_key(&self.call.key)
     }
 }
 

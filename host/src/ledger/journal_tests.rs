@@ -65,7 +65,10 @@ pub(super) fn a_journal_records_one_call_from_open_to_outcome(site: &dyn Site) {
         journal.note(Stage::Authorize, Decision::Allowed.as_str(), "rule r");
         journal.start(Inline::Never).await.unwrap();
         journal.note(Stage::Execute, Decision::Completed.as_str(), "");
-        journal.finish(&completed("done"), Inline::Never).await.unwrap();
+        journal
+            .finish(&completed("done"), Inline::Never)
+            .await
+            .unwrap();
         let again = ledger.open_call(call("d1|p"), Inline::Never).await;
         assert!(matches!(again, Err(Held::Replay(r)) if *r == completed("done")));
     });
@@ -93,12 +96,19 @@ pub(super) fn a_journal_that_lost_its_admission_records_nothing(site: &dyn Site)
         second.finish("r", "c1", &completed("theirs")).unwrap();
         let started = journal.start(Inline::Never).await;
         assert!(matches!(started, Err(Held::Replay(r)) if *r == completed("theirs")));
-        journal.finish(&completed("mine"), Inline::Never).await.unwrap();
+        journal
+            .finish(&completed("mine"), Inline::Never)
+            .await
+            .unwrap();
     });
     assert_eq!(first.outcome("r", "c1").unwrap(), Some(completed("theirs")));
     assert_eq!(
         stages(&first, "r", "c1"),
-        pairs(&[("admit", "new"), ("record", "completed"), ("admit", "replay")])
+        pairs(&[
+            ("admit", "new"),
+            ("record", "completed"),
+            ("admit", "replay")
+        ])
     );
 }
 
