@@ -295,6 +295,25 @@ fn stdio_oversized_lines_are_discarded_in_bounded_memory() {
     assert_eq!(greeting(&done), "Hello, after!");
 }
 
+/// `initialize` is sent once per session: a second one on stdio is refused `-32600` (it used
+/// to renegotiate, answering as if the session were new), and the session serves on.
+#[test]
+fn stdio_a_second_initialize_is_refused() {
+    let (_dir, config) = setup();
+    let mut s = Serve::start(&config);
+    let again = json!({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "again", "version": "0"}}});
+    s.frame(again.to_string().as_bytes());
+    let (before, answer) = s.until_answer(&json!(7));
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(error_of(&answer), (-32600, json!(7)), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("already initialized"), "{answer}");
+    let (_, ok) = s.greet(r#"{"name": "after"}"#);
+    assert_eq!(greeting(&ok), "Hello, after!");
+}
+
 /// Over stdio a `tools/call` whose arguments repeat a key ends `invalid_arguments` naming the
 /// key, recorded in the session's run and never executed; the same call without it completes.
 #[test]

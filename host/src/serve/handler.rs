@@ -12,8 +12,9 @@ use futures::FutureExt;
 #[allow(deprecated)] // MCP logging: see super::logging
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ErrorData, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -56,6 +57,8 @@ pub struct Session {
     cancel: CancellationToken,
     /// The client's `logging/setLevel`: guest log lines at or above it are forwarded.
     log_level: SessionLevel,
+    /// Set by the session's `initialize`: a second one is refused, not renegotiated.
+    initialized: std::sync::atomic::AtomicBool,
     _end: DropGuard,
 }
 
@@ -76,6 +79,7 @@ impl Session {
             run_id,
             identity: lock,
             log_level: SessionLevel::default(),
+            initialized: Default::default(),
             _end: cancel.clone().drop_guard(),
             cancel,
         }
@@ -140,6 +144,27 @@ impl ServerHandler for Session {
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
         std::borrow::Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    /// `initialize`, once per session: the version and capabilities it negotiated hold for the
+    /// session's life, so a second one is refused (`-32600`) and changes nothing.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self
+            .initialized
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return Err(ErrorData::invalid_request(
+                "this session is already initialized: initialize is sent once per session; \
+                 start a new session to negotiate again",
+                None,
+            ));
+        }
+        cx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     /// `logging/setLevel`: from now on, guest log lines at or above `level` are forwarded as

@@ -319,6 +319,11 @@ impl Gate {
             }
             Some(id) if method == hyper::Method::DELETE && response.status().is_success() => {
                 self.owners.forget(&id);
+                // The session is gone, not queued to go: 204, which the official clients
+                // take as success (rmcp answers 202, which the Python SDK logs as a failure).
+                let mut ended = response;
+                *ended.status_mut() = StatusCode::NO_CONTENT;
+                return ended;
             }
             Some(_) => {}
         }
