@@ -50,8 +50,8 @@ impl Ledger {
         decided(self.writer.write(Write::Admit(key), inline).await)
     }
 
-    /// Whether `(run_id, call_id)` was admitted. Read-only: the runtime asks before it admits a
-    /// call late (see [`Ledger::admit_started`]).
+    /// Whether `(run_id, call_id)` was admitted. Read-only: a call's journal asks before it
+    /// admits the call late (`journal.rs`; [`Ledger::admit_started`] is the same admission).
     pub fn is_admitted(&self, run_id: &str, call_id: &str) -> Result<bool, LedgerError> {
         self.store.is_admitted(run_id, call_id)
     }
@@ -75,7 +75,7 @@ impl Ledger {
     }
 
     /// The admission digest `(run_id, call_id)` was admitted with, if it was admitted. Read-only:
-    /// the runtime asks it of a conflicting id, to tell another caller's call from a reuse.
+    /// a call's journal asks it of a conflicting id, to tell another caller's call from a reuse.
     pub async fn admitted_digest(
         &self,
         run_id: &str,

@@ -2,8 +2,8 @@
 //! `toolhost ledger [--run RUN]` shows it (an agent run's transcript is `transcript.rs`).
 //!
 //! `admit`, `finish` and `recover` append their own events (stages `admit`, `record`,
-//! `recover`); the runtime appends one per stage in between (`resolve`, `validate`,
-//! `authorize`, `approve`, `limit`, `execute`, `check`). An event's `detail` is operator text —
+//! `recover`); the runtime notes one per stage in between on the call's journal (`resolve`,
+//! `validate`, `authorize`, `approve`, `limit`, `execute`, `check`), which commits them. An event's `detail` is operator text —
 //! the rule that matched, a digest, a size — and never argument content.
 //!
 //! Events live in their call's row (the `events` column, one JSON object per line), so that
