@@ -32,6 +32,7 @@ mod layering;
 mod mcp;
 mod mcp_frames;
 mod mcp_logging;
+mod mcp_stateless;
 mod mcp_ts;
 mod multi_host;
 mod openai;

@@ -144,6 +144,12 @@ impl Runtime {
         Ok(self.approval_key.mint_at(handle, self.clock.unix_now())?)
     }
 
+    /// A key for `purpose`, derived from the approval key: the same on every host that shares
+    /// the approval key (MCP's sealed request state uses one).
+    pub fn derived_key(&self, purpose: &str) -> [u8; 32] {
+        self.approval_key.derive(purpose)
+    }
+
     /// The clock approvals are judged by (tests move it forward instead of sleeping).
     pub fn clock(&self) -> &Clock {
         &self.clock

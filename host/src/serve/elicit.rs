@@ -55,7 +55,8 @@ pub fn question(p: &ApprovalPrompt) -> String {
     )
 }
 
-fn params(p: &ApprovalPrompt) -> ElicitRequestParams {
+/// The form that asks for `p`: the question and one required boolean, `approve`.
+pub(crate) fn params(p: &ApprovalPrompt) -> ElicitRequestParams {
     serde_json::from_value(json!({
         "mode": "form",
         "message": question(p),

@@ -1,10 +1,12 @@
-//! One MCP session: its run (run id, budgets), its identity, its in-flight calls.
+//! One MCP session, or one 2026-07-28 request: its run (run id, budgets), its identity, its
+//! in-flight calls.
 //!
 //! `tools/list` shows every configured tool; `tools/call` puts the call through the whole
-//! pipeline in a task of its own, so the terminal outcome is recorded even if the transport
-//! gives up on the request. The call id is derived from the JSON-RPC request id, so a repeated
-//! request id within the session is answered from the ledger and never executed twice. A call
-//! whose arguments repeat a key (marked by [`super::frames`]) ends `invalid_arguments`, recorded.
+//! pipeline on rmcp's task for the request, so the terminal outcome is recorded even if the
+//! transport gives up on it. In a session the call id is derived from the JSON-RPC request id,
+//! so a repeated request id within the session is answered from the ledger and never executed
+//! twice; a 2026-07-28 request names its run and call in `_meta` (`stateless.rs`). A call whose
+//! arguments repeat a key (marked by [`super::frames`]) ends `invalid_arguments`, recorded.
 
 use std::sync::{Arc, OnceLock};
 
@@ -12,9 +14,9 @@ use futures::FutureExt;
 #[allow(deprecated)] // MCP logging: see super::logging
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorData,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -27,17 +29,25 @@ use super::elicit::ElicitingApprover;
 use super::frames::RepeatedArgumentKey;
 use super::logging::{LogForwarder, SessionLevel};
 use super::mapping::{call_result, mcp_tool, output_is_object};
+use super::mrtr::{self, Answer, Resumed, StateSeal};
 use super::progress::Forwarder;
-use crate::contract::{ApproverHandle, Code, ToolCall, ToolResult, Usage};
+use super::stateless::{self, Place};
+use crate::contract::{ApproverHandle, Code, Stage, ToolCall, ToolResult, Usage};
+use crate::policy::ApprovalFailure;
 use crate::Runtime;
 
-/// The protocol versions served: the 2025 revisions with an `initialize` handshake, newest
-/// 2025-11-25. (2026-07-28 drops sessions, and a session is a run here.)
+/// The protocol versions served: the 2025 revisions with an `initialize` handshake (newest
+/// 2025-11-25, the answer to a version we do not know), and 2026-07-28, which has none.
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
 ];
+
+/// How long a 2026-07-28 client may cache `tools/list` (`ttlMs`): the tool set is fixed for
+/// the life of the process, and a minute bounds what a client keeps after a redeploy.
+pub const TOOL_LIST_TTL_MS: u64 = 60_000;
 
 /// What every session of one server shares.
 #[derive(Clone)]
@@ -45,6 +55,8 @@ pub struct Shared {
     pub runtime: Arc<Runtime>,
     /// Every call task of every session, so a server can wait for them before it exits.
     pub tracker: TaskTracker,
+    /// Seals and opens the `requestState` of 2026-07-28 approvals.
+    pub seal: Arc<StateSeal>,
 }
 
 /// The MCP handler of one session.
@@ -71,9 +83,7 @@ impl Session {
         if let Some(i) = identity {
             let _ = lock.set(i);
         }
-        let run_id = format!("mcp-{}", uuid::Uuid::new_v4().simple());
-        // Operators (and tests) find the session's calls in the ledger under this run.
-        eprintln!("toolhost: MCP session {run_id} started");
+        let run_id = stateless::fresh_run();
         Session {
             shared,
             run_id,
@@ -164,6 +174,8 @@ impl ServerHandler for Session {
             ));
         }
         cx.peer.set_peer_info(request.clone());
+        // Operators (and tests) find the session's calls in the ledger under this run.
+        eprintln!("toolhost: MCP session {} started", self.run_id);
         self.negotiate_initialize(&request)
     }
 
@@ -175,6 +187,12 @@ impl ServerHandler for Session {
         request: SetLevelRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if stateless::is_stateless(&cx) {
+            // 2026-07-28 removed it: a request asks for log lines in its own `_meta`.
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >());
+        }
         if let Err(why) = self.identity(&cx) {
             return Err(ErrorData::invalid_request(why, None));
         }
@@ -197,7 +215,12 @@ impl ServerHandler for Session {
             .tools()
             .map(mcp_tool)
             .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let mut list = ListToolsResult::with_all_items(tools);
+        if stateless::is_stateless(&cx) {
+            list.ttl_ms = Some(TOOL_LIST_TTL_MS);
+            list.cache_scope = Some(rmcp::model::CacheScope::Private);
+        }
+        Ok(list)
     }
 
     async fn call_tool(
@@ -205,15 +228,12 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let call = ToolCall {
+        let stateless = stateless::is_stateless(&cx);
+        let mut call = ToolCall {
             call_id: call_id(&cx.id),
             name: request.name.to_string(),
             arguments: Value::Object(request.arguments.clone().unwrap_or_default()),
         };
-        // Nothing of an oversized name or id goes further, not even into a refusal.
-        if let Err(refusal) = crate::contract::bounds::check_proposal(&call) {
-            return Ok(call_result(&refusal.result(&call), true).into());
-        }
         let wrap = self
             .shared
             .runtime
@@ -227,10 +247,43 @@ impl ServerHandler for Session {
                 return Ok(call_result(&r, wrap).into());
             }
         };
+        let place = if stateless {
+            stateless::place(&[request.meta.as_ref(), Some(&cx.meta)], &identity, &cx.id)
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?
+        } else {
+            Place {
+                run_id: self.run_id.clone(),
+                call_id: call.call_id.clone(),
+            }
+        };
+        call.call_id = place.call_id.clone();
+        // Nothing of an oversized name or id goes further, not even into a refusal.
+        if let Err(refusal) = crate::contract::bounds::check_proposal(&call) {
+            return Ok(call_result(&refusal.result(&call), true).into());
+        }
         let runtime = self.shared.runtime.clone();
         let mut ctx = runtime.context(&identity.principal, &identity.tenant);
-        ctx.run_id = self.run_id.clone();
+        ctx.run_id = place.run_id;
         ctx.cancel = self.cancel.child_token();
+        // A 2026-07-28 retry answering an approval: it runs where the first round ran.
+        let resumed = match request.request_state.as_deref().filter(|_| stateless) {
+            None => None,
+            Some(sealed) => {
+                let now = runtime.clock().unix_now();
+                match self.shared.seal.open(sealed, &identity, now) {
+                    Ok(r) => Some(r),
+                    Err(failure) => {
+                        let r = approval_refused(&call, &failure);
+                        let r = runtime.refuse_at(&ctx, &call, Stage::Approve, r).await;
+                        return Ok(call_result(&r, wrap).into());
+                    }
+                }
+            }
+        };
+        if let Some(r) = &resumed {
+            ctx.run_id = r.run_id.clone();
+            call.call_id = r.call_id.clone();
+        }
         // Arguments that repeat a key (the frame check marked the request) are refused and
         // recorded, never run with whichever value a parser kept.
         if let Some(repeat) = repeated_argument_key(&cx) {
@@ -242,7 +295,32 @@ impl ServerHandler for Session {
             let r = ToolResult::failed(&refused, Code::InvalidArguments, message, Usage::default());
             return Ok(call_result(&runtime.refuse(&ctx, &refused, r).await, wrap).into());
         }
-        if supports_form_elicitation(&cx) {
+        // The token that approves the call: minted for a retry that says yes, else one the
+        // client passed in `_meta`.
+        let token = match resumed
+            .as_ref()
+            .map(|r| (r, mrtr::answer(request.input_responses.as_ref())))
+        {
+            Some((r, Answer::Approve)) => match self.approved(&runtime, r) {
+                Ok(token) => Some(token),
+                Err(failure) => {
+                    let refused = approval_refused(&call, &failure);
+                    let r = runtime
+                        .refuse_at(&ctx, &call, Stage::Approve, refused)
+                        .await;
+                    return Ok(call_result(&r, wrap).into());
+                }
+            },
+            Some((_, Answer::Decline)) => {
+                ctx.approver = Some(ApproverHandle(Arc::new(mrtr::Declined)));
+                None
+            }
+            Some((_, Answer::Unanswered)) => None,
+            None => approval_token(&request, &cx),
+        };
+        // Server-to-client requests do not exist in 2026-07-28: a human is asked through
+        // `input_required` instead (below).
+        if !stateless && supports_form_elicitation(&cx) {
             ctx.approver = Some(ApproverHandle(Arc::new(ElicitingApprover::new(
                 cx.peer.clone(),
             ))));
@@ -257,18 +335,30 @@ impl ServerHandler for Session {
             ctx.progress = Some(sink);
             f
         });
-        let logs = (self.log_level.get().is_some()).then(|| {
+        // In a session, the level `logging/setLevel` set; in 2026-07-28, the request's own.
+        let level = if stateless {
+            let level = SessionLevel::default();
+            if let Some(l) = cx.meta.log_level() {
+                level.set(l);
+            }
+            level
+        } else {
+            self.log_level.clone()
+        };
+        let logs = level.get().is_some().then(|| {
             let (sink, f) = LogForwarder::start(
                 cx.peer.clone(),
-                self.log_level.clone(),
+                level,
                 call.name.clone(),
                 call.call_id.clone(),
             );
             ctx.logs = Some(sink);
             f
         });
-        let token = approval_token(&request, &cx);
-        // notifications/cancelled for this request cancels this call only.
+        let run_id = ctx.run_id.clone();
+        let arguments = call.arguments.clone();
+        // notifications/cancelled for this request (or, over stateless HTTP, the client
+        // going away) cancels this call only.
         let call_cancel = ctx.cancel.clone();
         let request_ct = cx.ct.clone();
         // Run on this task (rmcp's task for this request, which rmcp never drops: a
@@ -299,11 +389,51 @@ impl ServerHandler for Session {
         });
         // A panic in the call (none is known) answers this request with an error instead of
         // leaving the client waiting for an answer that never comes.
-        match std::panic::AssertUnwindSafe(run).catch_unwind().await {
-            Ok(result) => Ok(call_result(&result, wrap).into()),
-            Err(_) => Err(ErrorData::internal_error("the call task failed", None)),
+        let result = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+            Ok(result) => result,
+            Err(_) => return Err(ErrorData::internal_error("the call task failed", None)),
+        };
+        // A first round that needs a human, from a client that can ask one: `input_required`.
+        let asks = stateless
+            && resumed.is_none()
+            && result.code == Some(Code::ApprovalRequired)
+            && cx
+                .client_capabilities()
+                .is_some_and(|c| form_elicitation(&c));
+        if asks {
+            if let Some(ask) = self
+                .shared
+                .seal
+                .ask(&result, &run_id, &identity, &arguments)
+            {
+                return Ok(ask.into());
+            }
         }
+        Ok(call_result(&result, wrap).into())
     }
+}
+
+impl Session {
+    /// The token for an approved retry: minted for the sealed handle (which a call of this
+    /// deployment asked for), to be verified against the retry's own call and spent once.
+    fn approved(&self, runtime: &Runtime, resumed: &Resumed) -> Result<String, ApprovalFailure> {
+        runtime.mint_approval(&resumed.handle).map_err(|e| {
+            let expired = crate::policy::parse_handle(&resumed.handle)
+                .is_ok_and(|(_, at)| runtime.clock().unix_now() >= at);
+            if expired {
+                ApprovalFailure::Expired
+            } else {
+                ApprovalFailure::Invalid {
+                    reason: e.to_string(),
+                }
+            }
+        })
+    }
+}
+
+/// A call refused at the approve stage for `failure`, with its fixed model-safe message.
+fn approval_refused(call: &ToolCall, failure: &ApprovalFailure) -> ToolResult {
+    ToolResult::failed(call, failure.code(), failure.message(), Usage::default())
 }
 
 /// The `_meta` key a client resubmits a call with, carrying a token from `toolhost approve`.
@@ -342,4 +472,13 @@ fn supports_form_elicitation(cx: &RequestContext<RoleServer>) -> bool {
     cx.peer
         .supported_elicitation_modes()
         .contains(&rmcp::service::ElicitationMode::Form)
+}
+
+/// Whether these capabilities take form elicitation: `elicitation` declared with `form`, or
+/// with neither mode (which means form, as in rmcp's session check).
+fn form_elicitation(capabilities: &ClientCapabilities) -> bool {
+    capabilities
+        .elicitation
+        .as_ref()
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
 }

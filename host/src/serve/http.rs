@@ -3,26 +3,27 @@
 //! Before any MCP processing a request must pass, in order: the connection cap (at most
 //! [`super::pending::MAX_UNAUTHENTICATED`] of them not yet authenticated), the path (`/mcp`),
 //! when tokens are configured a bearer token whose hash is in the config (401 otherwise), and
-//! the session's owner (`sessions.rs`: 404 for another identity's session, 400 for a request
-//! outside a session, 429 past the session caps). GET event streams are bounded by
+//! the session's owner (`sessions.rs`: 404 for another identity's session, 400 for a
+//! handshake-era request outside a session, 429 past the session caps). A 2026-07-28 request
+//! has no session: it passes on to rmcp, which serves it statelessly (`stateless.rs`). GET event streams are bounded by
 //! `streams.rs`. rmcp then checks `Host` (and `Origin`) against the allowlists (403), which
 //! stops DNS rebinding. Binding anything but loopback needs tokens.
 //!
 //! A POST body is read whole (at most [`MAX_REQUEST_BODY_BYTES`], 413 past it) and checked by
-//! [`check_body`] like a stdio line before rmcp parses it: a bad message is answered 400 with
-//! its JSON-RPC error as the body, never left to hang or to rmcp's plain-text 415. A body must
-//! arrive within [`BODY_READ_TIMEOUT`] (408 otherwise). Every accepted socket has `TCP_NODELAY`.
+//! `check_body` like a stdio line before rmcp parses it (`http/post.rs`, which also tells
+//! `initialize`, a 2026-07-28 request and a session's request apart): a bad message is
+//! answered 400 with its JSON-RPC error as the body, never left to hang or to rmcp's plain-text
+//! 415. A body must arrive within [`BODY_READ_TIMEOUT`] (408 otherwise). Every accepted socket has `TCP_NODELAY`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{combinators::BoxBody, BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::{TcpListener, TcpStream};
@@ -30,12 +31,15 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{Identity, ServeConfig};
-use super::frames::{check_body, Frame, FrameError, MAX_FRAME_BYTES};
+use super::frames::MAX_FRAME_BYTES;
 use super::handler::{Session, Shared};
 use super::pending::{Admission, Pending};
 use super::sessions::SessionOwners;
 use super::streams::{Bounded, StreamBudget};
 use super::ServeError;
+
+mod post;
+use post::{checked, Kind};
 
 /// The one path MCP is served on.
 pub const MCP_PATH: &str = "/mcp";
@@ -280,13 +284,17 @@ impl Gate {
         let method = req.method().clone();
         let response = if method == hyper::Method::POST {
             match checked(req).await {
-                Ok((_, false)) if session.is_none() => {
+                Ok((_, Kind::InSession)) if session.is_none() => {
                     return plain(
                         StatusCode::BAD_REQUEST,
-                        "an Mcp-Session-Id header is required: send initialize first",
+                        "an Mcp-Session-Id header is required: send initialize first, or \
+                         (protocol 2026-07-28) carry io.modelcontextprotocol/protocolVersion \
+                         and clientCapabilities in the request's _meta",
                     )
                 }
-                Ok((_, true)) if session.is_none() && !self.owners.room_for(&identity).await => {
+                Ok((_, Kind::Initialize))
+                    if session.is_none() && !self.owners.room_for(&identity).await =>
+                {
                     return plain(
                         StatusCode::TOO_MANY_REQUESTS,
                         "too many open sessions: end one (DELETE) before starting another",
@@ -331,65 +339,6 @@ impl Gate {
     }
 }
 
-/// Read a POST body (bounded) and check it as one frame. A good one comes back as the request
-/// rmcp gets, carrying the frame check's mark when its arguments repeat a key, with whether it
-/// is an `initialize` request; anything else comes back as the answer.
-async fn checked(req: Request<Incoming>) -> Result<(Request<Full<Bytes>>, bool), Response<Body>> {
-    let (mut parts, body) = req.into_parts();
-    let too_large = || rpc_error(StatusCode::PAYLOAD_TOO_LARGE, &FrameError::too_large());
-    if hyper::body::Body::size_hint(&body).lower() > MAX_REQUEST_BODY_BYTES as u64 {
-        return Err(too_large());
-    }
-    let read = Limited::new(body, MAX_REQUEST_BODY_BYTES).collect();
-    let Ok(read) = tokio::time::timeout(BODY_READ_TIMEOUT, read).await else {
-        return Err(plain(
-            StatusCode::REQUEST_TIMEOUT,
-            "the request body did not arrive in time",
-        ));
-    };
-    let bytes = match read {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
-        Err(_) => {
-            return Err(plain(
-                StatusCode::BAD_REQUEST,
-                "the request body could not be read",
-            ))
-        }
-    };
-    match check_body(&bytes) {
-        Ok(Frame::Message {
-            message,
-            repeated_argument,
-        }) => {
-            if let Some(mark) = repeated_argument {
-                parts.extensions.insert(mark);
-            }
-            let initialize = matches!(
-                *message,
-                ClientJsonRpcMessage::Request(ref r)
-                    if matches!(r.request, ClientRequest::InitializeRequest(_))
-            );
-            Ok((Request::from_parts(parts, Full::new(bytes)), initialize))
-        }
-        // A notification nothing can use: accepted, as rmcp accepts notifications.
-        Ok(Frame::Skip) => Err(plain(StatusCode::ACCEPTED, "")),
-        Err(e) => Err(rpc_error(StatusCode::BAD_REQUEST, &e)),
-    }
-}
-
-/// A JSON-RPC error as an HTTP answer.
-fn rpc_error(status: StatusCode, e: &FrameError) -> Response<Body> {
-    let body = serde_json::to_vec(&e.answer()).expect("a JSON value serializes");
-    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
 fn bearer(req: &Request<Incoming>) -> Option<&str> {
     let value = req
         .headers()
@@ -400,7 +349,7 @@ fn bearer(req: &Request<Incoming>) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token.trim())
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+pub(super) fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
     *r.status_mut() = status;
     r

@@ -5,7 +5,7 @@
 //! result is not a record (a string, a number, a list, nothing) is advertised wrapped as
 //! `{"result": <value>}`, and its structured content is wrapped the same way.
 
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::{CallToolResult, ResultType, Tool};
 use serde_json::{json, Map, Value};
 
 use crate::contract::Risk;
@@ -79,7 +79,7 @@ pub const FAILURE_META: &str = "toolhost/failure";
 /// A terminal result as `tools/call` returns it: completed calls carry the output as
 /// structured content; every failure is `isError` with `{status, code, message, call_id}` under
 /// `_meta` ([`FAILURE_META`]) and no structured content — never a protocol error. The text
-/// block is the bounded, untrusted-labelled model rendering.
+/// block is the bounded, untrusted-labelled model rendering. Its `resultType` is `complete`.
 pub fn call_result(result: &ToolResult, wrap: bool) -> CallToolResult {
     let text = result.model_message(DEFAULT_MODEL_MESSAGE_BYTES);
     let value = match (&result.status, &result.output) {
@@ -101,7 +101,11 @@ pub fn call_result(result: &ToolResult, wrap: bool) -> CallToolResult {
             "_meta": { FAILURE_META: failure_content(result) },
         }),
     };
-    serde_json::from_value(value).expect("a rendered result is a valid MCP result")
+    let mut result: CallToolResult =
+        serde_json::from_value(value).expect("a rendered result is a valid MCP result");
+    // 2026-07-28 names every result's type; rmcp strips it for a handshake-era peer.
+    result.result_type = Some(ResultType::COMPLETE);
+    result
 }
 
 /// `{status, code, message, call_id}` (and the approval handle, when one is needed).

@@ -1,8 +1,10 @@
 //! MCP frontends: every configured tool as an MCP tool, the whole pipeline behind each
 //! `tools/call`, over stdio or Streamable HTTP (rmcp does the protocol).
 //!
-//! A session is a run: its own run id and budgets, one identity (from the config on stdio,
-//! from a bearer token over HTTP). Guest output never reaches the protocol channel: guest
+//! Both eras of the protocol are served on one endpoint, chosen per request as rmcp does: a
+//! handshake-era session (2025-03-26 to 2025-11-25) is a run, with its own run id and budgets;
+//! a 2026-07-28 request has no session, and names its run and call in `_meta` ([`stateless`]).
+//! The identity comes from the config on stdio and from a bearer token over HTTP. Guest output never reaches the protocol channel: guest
 //! stdout and stderr are captured in the sandbox, and nothing here prints to stdout.
 //!
 //! # Layout
@@ -14,6 +16,8 @@
 //! - [`mapping`]: definitions and results between toolhost and MCP.
 //! - [`progress`]: guest progress → `notifications/progress`, bounded and content-free.
 //! - [`elicit`]: approval through `elicitation/create`.
+//! - [`stateless`]: the run and call id of a 2026-07-28 request, which has no session.
+//! - [`mrtr`]: approval of a 2026-07-28 call through `input_required` and a sealed state.
 //! - [`http`]: the HTTP listener, bearer authentication.
 
 pub mod config;
@@ -23,9 +27,11 @@ pub mod handler;
 pub mod http;
 pub mod logging;
 pub mod mapping;
+pub mod mrtr;
 pub mod pending;
 pub mod progress;
 pub mod sessions;
+pub mod stateless;
 pub mod stdio;
 pub mod streams;
 
@@ -59,9 +65,11 @@ pub enum ServeError {
 
 impl Shared {
     pub fn new(runtime: Arc<Runtime>) -> Shared {
+        let seal = mrtr::StateSeal::new(runtime.derived_key(mrtr::STATE_KEY_PURPOSE));
         Shared {
             runtime,
             tracker: TaskTracker::new(),
+            seal: Arc::new(seal),
         }
     }
 

@@ -1,0 +1,516 @@
+//! MCP 2026-07-28 beside 2025-11-25: raw stateless requests (no `initialize`, no session) over
+//! stdio and HTTP, against the real binary.
+//!
+//! Each request carries its version and capabilities in `_meta`; a run and call named in
+//! `_meta` make a resend an answer from the ledger; approvals go through `input_required` and
+//! a sealed `requestState`, refused with the approval codes when the state or the retry is not
+//! the one approved. A handshake-era session on the same server sees what it always saw.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use toolhost::serve::stateless::run_of;
+use toolhost::serve::Identity;
+
+use crate::support::{line_reader, toml_path};
+
+/// The longest any one answer may take before a test gives up.
+const PATIENCE: Duration = Duration::from_secs(60);
+const MODERN: &str = "2026-07-28";
+const ALICE: &str = "alice-token";
+const MALLORY: &str = "mallory-token";
+
+/// A config with `greet` (template) and `write_text` (fs-tools, approval required) over a
+/// workspace of its own; with `tokens`, alice and mallory as bearer-token callers.
+fn config(tokens: bool) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let token = |t: &str, who: &str| {
+        format!(
+            "[[serve.token]]\nsha256 = \"{}\"\nprincipal = \"{who}\"\ntenant = \"{who}-corp\"\n",
+            hex::encode(Sha256::digest(t.as_bytes()))
+        )
+    };
+    let serve = if tokens {
+        format!(
+            "[serve]\n{}{}",
+            token(ALICE, "alice"),
+            token(MALLORY, "mallory")
+        )
+    } else {
+        String::new()
+    };
+    let text = format!(
+        "data_dir = {data}\n{serve}\n[[component]]\npath = {template}\n\
+         [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\", mode = \"rw\" }}]\n\
+         [component.tools.write-text]\nrisk = \"write\"\napproval = \"required\"\n",
+        data = toml_path(&dir.path().join("data")),
+        template = toml_path(&crate::support::guest("template")),
+        fs = toml_path(&crate::support::guest("fs-tools")),
+        ws = toml_path(&ws),
+    );
+    let path = dir.path().join("toolhost.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path, ws)
+}
+
+/// The `_meta` every 2026-07-28 request carries, plus `extra`.
+fn meta(extra: Value) -> Value {
+    let mut m = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    });
+    m.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
+    m
+}
+
+/// A 2026-07-28 request: `params` with the `_meta` above (and `extra` in it).
+fn request(id: u64, method: &str, mut params: Value, extra: Value) -> Value {
+    params["_meta"] = meta(extra);
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// A `tools/call` of `name` in run `r1` as call `call`.
+fn call(id: u64, name: &str, arguments: Value, call: &str) -> Value {
+    request(
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+        json!({"toolhost/run": "r1", "toolhost/callId": call}),
+    )
+}
+
+/// The recorded calls of one run.
+fn ledger(config: &Path, run: &str) -> Vec<Value> {
+    let out =
+        crate::support::toolhost(&["ledger", "--config", config.to_str().unwrap(), "--run", run]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    out.json()["calls"].as_array().unwrap().clone()
+}
+
+/// How many times the call `call_id` of `calls` reached the sandbox.
+fn executions(calls: &[Value], call_id: &str) -> usize {
+    calls
+        .iter()
+        .filter(|c| c["call_id"] == call_id)
+        .flat_map(|c| c["events"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["stage"] == "execute")
+        .count()
+}
+
+/// The failure code of a tool result (`_meta["toolhost/failure"].code`).
+fn code(result: &Value) -> &str {
+    assert_eq!(result["isError"], true, "{result}");
+    result["_meta"]["toolhost/failure"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{result}"))
+}
+
+/// A raw stdio server that has not been initialized, killed on drop.
+struct Stdio {
+    child: Child,
+    stdin: ChildStdin,
+    out: Receiver<String>,
+}
+
+impl Stdio {
+    fn start(config: &Path) -> Stdio {
+        let mut child = crate::support::serve_stdio(config);
+        Stdio {
+            stdin: child.stdin.take().unwrap(),
+            out: line_reader(child.stdout.take().unwrap()),
+            child,
+        }
+    }
+
+    /// Send `message` and return the answer to its id (notifications before it are skipped).
+    fn ask(&mut self, message: &Value) -> Value {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+        let until = Instant::now() + PATIENCE;
+        while Instant::now() < until {
+            let Ok(line) = self.out.recv_timeout(Duration::from_millis(100)) else {
+                continue;
+            };
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id") == message.get("id") && v.get("method").is_none() {
+                return v;
+            }
+        }
+        panic!("no answer to {message}");
+    }
+}
+
+impl Drop for Stdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The fields 2026-07-28 adds to results, removed, for comparing with a handshake-era answer.
+fn without_modern_fields(mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("resultType");
+        o.remove("ttlMs");
+        o.remove("cacheScope");
+    }
+    v
+}
+
+/// Over stdio without `initialize`: a request with neither `initialize` nor the 2026-07-28
+/// `_meta` is told what is missing; `server/discover` lists both eras; a version we do not
+/// speak is `-32022` with the list; `tools/list` carries cache hints; a call completes, its
+/// resend (same run and call) is answered from the ledger without running; a failed call has
+/// its code; `logging/setLevel` is gone (`-32601`); and a handshake-era session of another
+/// process gets the same tools and the same result without the 2026-07-28 fields.
+#[test]
+fn stdio_serves_stateless_requests() {
+    let (_dir, config, _ws) = config(false);
+    let mut s = Stdio::start(&config);
+    // Neither `initialize` nor the 2026-07-28 `_meta`: the error names what is missing.
+    let bare = s.ask(&json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}));
+    assert_eq!(bare["error"]["code"], -32602, "{bare}");
+    let why = bare["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains("io.modelcontextprotocol/protocolVersion"),
+        "{bare}"
+    );
+    let discover = s.ask(&request(1, "server/discover", json!({}), json!({})));
+    let versions = &discover["result"]["supportedVersions"];
+    assert!(
+        versions.as_array().unwrap().contains(&json!(MODERN))
+            && versions.as_array().unwrap().contains(&json!("2025-11-25")),
+        "{discover}"
+    );
+    assert_eq!(
+        discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "toolhost",
+        "{discover}"
+    );
+
+    let mut future = request(2, "tools/list", json!({}), json!({}));
+    future["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let refused = s.ask(&future);
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert!(
+        refused["error"]["data"]["supported"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!(MODERN))),
+        "{refused}"
+    );
+
+    let list = s.ask(&request(3, "tools/list", json!({}), json!({})));
+    assert_eq!(list["result"]["resultType"], "complete", "{list}");
+    assert_eq!(list["result"]["ttlMs"], 60_000, "{list}");
+    assert_eq!(list["result"]["cacheScope"], "private", "{list}");
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"greet") && names.contains(&"write_text"),
+        "{names:?}"
+    );
+
+    let done = s.ask(&call(4, "greet", json!({"name": "x"}), "c1"));
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["result"], "Hello, x!",
+        "{done}"
+    );
+    let again = s.ask(&call(5, "greet", json!({"name": "x"}), "c1"));
+    assert_eq!(
+        again["result"], done["result"],
+        "a resend is answered from the ledger"
+    );
+
+    let failed = s.ask(&call(6, "greet", json!({"name": 5}), "c2"));
+    assert_eq!(code(&failed["result"]), "invalid_arguments");
+
+    let set_level = s.ask(&request(
+        7,
+        "logging/setLevel",
+        json!({"level": "info"}),
+        json!({}),
+    ));
+    assert_eq!(set_level["error"]["code"], -32601, "{set_level}");
+
+    let bad_run = s.ask(&request(
+        8,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+        json!({"toolhost/run": "two words"}),
+    ));
+    assert_eq!(bad_run["error"]["code"], -32602, "{bad_run}");
+
+    let local = Identity {
+        principal: "local".into(),
+        tenant: "default".into(),
+    };
+    let calls = ledger(&config, &run_of(&local, "r1"));
+    assert_eq!(executions(&calls, "key:c1"), 1, "{calls:?}");
+    assert_eq!(executions(&calls, "key:c2"), 0, "{calls:?}");
+
+    // A handshake-era session (another process: stdio chooses its lifecycle once).
+    let mut old = Stdio::start(&config);
+    let init = old.ask(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "old", "version": "0"}}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    writeln!(
+        old.stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let old_list = old.ask(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert!(old_list["result"].get("resultType").is_none(), "{old_list}");
+    assert!(old_list["result"].get("ttlMs").is_none(), "{old_list}");
+    assert_eq!(
+        old_list["result"],
+        without_modern_fields(list["result"].clone())
+    );
+    let old_call = old.ask(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "greet", "arguments": {"name": "x"}}}));
+    // The same result, but for the call id (a session's comes from the request id).
+    let same = without_modern_fields(done["result"].clone())
+        .to_string()
+        .replace("key:c1", "rpc-n:2");
+    assert_eq!(old_call["result"].to_string(), same);
+}
+
+/// The approval round trip over stdio: the first round answers `input_required` with the
+/// question and a sealed state; the retry that accepts runs the call once (its resend is
+/// answered from the ledger); a retry with other arguments is `approval_mismatch`, a decline
+/// `approval_denied`, a forged state `approval_invalid`; none of those writes anything.
+#[test]
+fn stdio_approves_through_input_required() {
+    let (_dir, config, ws) = config(false);
+    let mut s = Stdio::start(&config);
+    let args = json!({"path": "/workspace/a.txt", "content": "approved"});
+    let first = s.ask(&call(1, "write_text", args.clone(), "w1"));
+    let asked = &first["result"];
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    let question = &asked["inputRequests"]["approval"];
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let message = question["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("write_text") && message.contains("approved"),
+        "{message}"
+    );
+    let state = asked["requestState"].as_str().unwrap().to_string();
+    assert!(!ws.join("a.txt").exists(), "nothing runs before the answer");
+
+    let retry = |id: u64, args: &Value, state: &str, answer: Value| {
+        let mut r = call(id, "write_text", args.clone(), "ignored-on-retry");
+        r["params"]["requestState"] = json!(state);
+        r["params"]["inputResponses"] = json!({"approval": answer});
+        r
+    };
+    let yes = json!({"action": "accept", "content": {"approve": true}});
+    let done = s.ask(&retry(2, &args, &state, yes.clone()));
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "approved"
+    );
+    std::fs::remove_file(ws.join("a.txt")).unwrap();
+    let resent = s.ask(&retry(3, &args, &state, yes.clone()));
+    assert_eq!(
+        resent["result"], done["result"],
+        "a resent retry is answered from the ledger"
+    );
+    assert!(!ws.join("a.txt").exists(), "and runs nothing");
+
+    // The same first round resent: the same question again, nothing run.
+    let again = s.ask(&call(4, "write_text", args.clone(), "w1"));
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+
+    // Another call, answered with other arguments, declined, or with a forged state.
+    let other = json!({"path": "/workspace/b.txt", "content": "b"});
+    let asked = s.ask(&call(5, "write_text", other.clone(), "w2"));
+    let state2 = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let altered = json!({"path": "/workspace/b.txt", "content": "changed"});
+    let r = s.ask(&retry(6, &altered, &state2, yes.clone()));
+    assert_eq!(code(&r["result"]), "approval_mismatch");
+    let asked = s.ask(&call(7, "write_text", other.clone(), "w3"));
+    let state3 = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = s.ask(&retry(8, &other, &state3, json!({"action": "decline"})));
+    assert_eq!(code(&r["result"]), "approval_denied");
+    let mut forged = state3.clone();
+    forged.insert(10, 'x');
+    let r = s.ask(&retry(9, &other, &forged, yes.clone()));
+    assert_eq!(code(&r["result"]), "approval_invalid");
+    assert!(!ws.join("b.txt").exists());
+
+    let local = Identity {
+        principal: "local".into(),
+        tenant: "default".into(),
+    };
+    let calls = ledger(&config, &run_of(&local, "r1"));
+    assert_eq!(executions(&calls, "key:w1~approved"), 1, "{calls:?}");
+    assert_eq!(executions(&calls, "key:w1"), 0, "{calls:?}");
+    for id in ["key:w2~approved", "key:w3~approved"] {
+        assert_eq!(executions(&calls, id), 0, "{id}: {calls:?}");
+    }
+}
+
+/// A raw HTTP/1.1 POST to /mcp as `token` with these extra headers: status and body.
+fn post(addr: &str, token: &str, headers: &[(&str, &str)], body: &Value) -> (u16, String) {
+    use std::io::Read;
+    let body = body.to_string();
+    let mut sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).unwrap();
+    sock.write_all(body.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = sock.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+/// The JSON-RPC message answering `id` in a JSON or SSE body.
+fn answer(body: &str, id: &Value) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body.trim()) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id") == Some(id))
+        .unwrap_or_else(|| panic!("no message {id} in {body}"))
+}
+
+/// One 2026-07-28 request over HTTP with its routing headers: status and answer.
+fn modern(addr: &str, token: &str, message: &Value) -> (u16, Value) {
+    let method = message["method"].as_str().unwrap();
+    let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
+    let name = message["params"]["name"].as_str().map(str::to_string);
+    if let Some(n) = &name {
+        headers.push(("Mcp-Name", n));
+    }
+    let (status, body) = post(addr, token, &headers, message);
+    (status, answer(&body, &message["id"]))
+}
+
+/// Over HTTP without a session: discover and a call are served; a resend replays; a routing
+/// header that contradicts the body is refused as a header mismatch; one caller's run name is
+/// not another's run; another caller's approval state is `approval_wrong_principal`; and a
+/// handshake-era call without a session is still 400.
+#[test]
+fn http_serves_stateless_requests_per_caller() {
+    let (_dir, config, ws) = config(true);
+    let http = crate::mcp_frames::Http::start(&config);
+    let addr = http.addr.as_str();
+
+    let (status, discover) = modern(
+        addr,
+        ALICE,
+        &request(1, "server/discover", json!({}), json!({})),
+    );
+    assert_eq!(status, 200, "{discover}");
+    assert!(discover["result"]["supportedVersions"]
+        .to_string()
+        .contains(MODERN));
+
+    let (status, done) = modern(addr, ALICE, &call(2, "greet", json!({"name": "a"}), "c1"));
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["result"], "Hello, a!",
+        "{done}"
+    );
+    let (_, again) = modern(addr, ALICE, &call(3, "greet", json!({"name": "a"}), "c1"));
+    assert_eq!(again["result"], done["result"]);
+    // Mallory's run "r1" is not alice's: the same call id runs anew, as mallory's own.
+    let (_, hers) = modern(addr, MALLORY, &call(2, "greet", json!({"name": "m"}), "c1"));
+    assert_eq!(
+        hers["result"]["structuredContent"]["result"], "Hello, m!",
+        "{hers}"
+    );
+
+    let lie = call(4, "greet", json!({"name": "a"}), "c4");
+    let (status, body) = post(
+        addr,
+        ALICE,
+        &[
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &lie,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("Mcp-Method"), "{body}");
+
+    let args = json!({"path": "/workspace/a.txt", "content": "alice"});
+    let (_, asked) = modern(addr, ALICE, &call(5, "write_text", args.clone(), "w1"));
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut theft = call(6, "write_text", args.clone(), "w1");
+    theft["params"]["requestState"] = json!(state);
+    theft["params"]["inputResponses"] =
+        json!({"approval": {"action": "accept", "content": {"approve": true}}});
+    let (_, stolen) = modern(addr, MALLORY, &theft);
+    assert_eq!(code(&stolen["result"]), "approval_wrong_principal");
+    assert!(!ws.join("a.txt").exists());
+    let (_, approved) = modern(addr, ALICE, &theft);
+    assert_eq!(approved["result"]["isError"], false, "{approved}");
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "alice");
+
+    let legacy = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "greet", "arguments": {"name": "x"}}});
+    assert_eq!(post(addr, ALICE, &[], &legacy).0, 400);
+
+    let alice = Identity {
+        principal: "alice".into(),
+        tenant: "alice-corp".into(),
+    };
+    let mallory = Identity {
+        principal: "mallory".into(),
+        tenant: "mallory-corp".into(),
+    };
+    assert_eq!(
+        executions(&ledger(&config, &run_of(&alice, "r1")), "key:c1"),
+        1
+    );
+    assert_eq!(
+        executions(&ledger(&config, &run_of(&mallory, "r1")), "key:c1"),
+        1
+    );
+}
