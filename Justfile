@@ -42,6 +42,15 @@ setup-mcp:
         || (npm ci --prefix tests/mcp/ts --no-audit --no-fund --loglevel=error >/dev/null \
             && cp tests/mcp/ts/package-lock.json tests/mcp/ts/node_modules/.installed-lock.json)
 
+# HAProxy, the load balancer the many-hosts tests (tests/all/balanced.rs) put in front of three
+# hosts: Debian's package, installed when missing (as root, or through sudo).
+setup-haproxy:
+    @command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || { \
+        sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"; \
+        export DEBIAN_FRONTEND=noninteractive; \
+        $sudo apt-get install -y -q haproxy >/dev/null 2>&1 \
+        || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q haproxy >/dev/null; }; }
+
 # The MCP Inspector CLI (--strict) over every config's tools/list; any finding fails.
 inspect: build setup-mcp
     bash tests/mcp/inspect/run.sh
@@ -53,7 +62,7 @@ conformance: build setup-mcp
 
 # Build guests, then run every test (unit and integration), then the MCP Inspector's strict
 # schema check and the official conformance suite against the binary the tests built.
-test: build-guests setup-mcp build-polyglot
+test: build-guests setup-mcp build-polyglot setup-haproxy
     cargo test --workspace -- --test-threads 4
     if [ -n "${JSON_SCHEMA_TEST_SUITE:-}" ]; then cargo test --test all -- --ignored json_schema_suite; else echo "json_schema_suite: ignored (set JSON_SCHEMA_TEST_SUITE to the suite's directory to run it)"; fi
     if [ -n "${TOOLHOST_TEST_POSTGRES_URL:-}" ]; then cargo test --workspace -- --ignored pg_ --test-threads 4; else echo "PostgreSQL tests (pg_*): ignored (set TOOLHOST_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/test, to run them against a server; each test uses a schema of its own)"; fi

@@ -10,6 +10,7 @@ mod agent_secrets;
 mod agent_transport;
 mod approval_codes;
 mod authors;
+mod balanced;
 mod cache;
 mod certs;
 mod cli;

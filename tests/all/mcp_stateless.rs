@@ -21,7 +21,7 @@ use crate::support::{line_reader, toml_path};
 
 /// The longest any one answer may take before a test gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
-const MODERN: &str = "2026-07-28";
+pub(crate) const MODERN: &str = "2026-07-28";
 const ALICE: &str = "alice-token";
 const MALLORY: &str = "mallory-token";
 
@@ -62,7 +62,7 @@ fn config(tokens: bool) -> (tempfile::TempDir, PathBuf, PathBuf) {
 }
 
 /// The `_meta` every 2026-07-28 request carries, plus `extra`.
-fn meta(extra: Value) -> Value {
+pub(crate) fn meta(extra: Value) -> Value {
     let mut m = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
@@ -75,13 +75,13 @@ fn meta(extra: Value) -> Value {
 }
 
 /// A 2026-07-28 request: `params` with the `_meta` above (and `extra` in it).
-fn request(id: u64, method: &str, mut params: Value, extra: Value) -> Value {
+pub(crate) fn request(id: u64, method: &str, mut params: Value, extra: Value) -> Value {
     params["_meta"] = meta(extra);
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// A `tools/call` of `name` in run `r1` as call `call`.
-fn call(id: u64, name: &str, arguments: Value, call: &str) -> Value {
+pub(crate) fn call(id: u64, name: &str, arguments: Value, call: &str) -> Value {
     request(
         id,
         "tools/call",
@@ -91,7 +91,7 @@ fn call(id: u64, name: &str, arguments: Value, call: &str) -> Value {
 }
 
 /// The recorded calls of one run.
-fn ledger(config: &Path, run: &str) -> Vec<Value> {
+pub(crate) fn ledger(config: &Path, run: &str) -> Vec<Value> {
     let out =
         crate::support::toolhost(&["ledger", "--config", config.to_str().unwrap(), "--run", run]);
     assert_eq!(out.status, 0, "{}", out.stderr);
@@ -99,7 +99,7 @@ fn ledger(config: &Path, run: &str) -> Vec<Value> {
 }
 
 /// How many times the call `call_id` of `calls` reached the sandbox.
-fn executions(calls: &[Value], call_id: &str) -> usize {
+pub(crate) fn executions(calls: &[Value], call_id: &str) -> usize {
     calls
         .iter()
         .filter(|c| c["call_id"] == call_id)
@@ -109,7 +109,7 @@ fn executions(calls: &[Value], call_id: &str) -> usize {
 }
 
 /// The failure code of a tool result (`_meta["toolhost/failure"].code`).
-fn code(result: &Value) -> &str {
+pub(crate) fn code(result: &Value) -> &str {
     assert_eq!(result["isError"], true, "{result}");
     result["_meta"]["toolhost/failure"]["code"]
         .as_str()
@@ -375,7 +375,12 @@ fn stdio_approves_through_input_required() {
 }
 
 /// A raw HTTP/1.1 POST to /mcp as `token` with these extra headers: status and body.
-fn post(addr: &str, token: &str, headers: &[(&str, &str)], body: &Value) -> (u16, String) {
+pub(crate) fn post(
+    addr: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, String) {
     use std::io::Read;
     let body = body.to_string();
     let mut sock = TcpStream::connect(addr).unwrap();
@@ -405,7 +410,7 @@ fn post(addr: &str, token: &str, headers: &[(&str, &str)], body: &Value) -> (u16
 }
 
 /// The JSON-RPC message answering `id` in a JSON or SSE body.
-fn answer(body: &str, id: &Value) -> Value {
+pub(crate) fn answer(body: &str, id: &Value) -> Value {
     if let Ok(v) = serde_json::from_str::<Value>(body.trim()) {
         return v;
     }
@@ -417,7 +422,7 @@ fn answer(body: &str, id: &Value) -> Value {
 }
 
 /// One 2026-07-28 request over HTTP with its routing headers: status and answer.
-fn modern(addr: &str, token: &str, message: &Value) -> (u16, Value) {
+pub(crate) fn modern(addr: &str, token: &str, message: &Value) -> (u16, Value) {
     let method = message["method"].as_str().unwrap();
     let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
     let name = message["params"]["name"].as_str().map(str::to_string);
@@ -512,5 +517,111 @@ fn http_serves_stateless_requests_per_caller() {
     assert_eq!(
         executions(&ledger(&config, &run_of(&mallory, "r1")), "key:c1"),
         1
+    );
+}
+
+/// A config with the conformance tools (`test_tool_with_logging` logs three info lines) and
+/// the hostile guests, `sleep_forever` a read tool with a 30 s deadline.
+fn logging_config() -> (tempfile::TempDir, PathBuf) {
+    crate::support::temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n{}",
+        crate::support::own_data(),
+        toml_path(&crate::support::guest("conformance")),
+        crate::support::hostile_component(
+            "[component.tools.sleep-forever]\nrisk = \"read\"\nlimits = { deadline_ms = 30_000 }\n"
+        ),
+    ))
+}
+
+/// The `notifications/message` lines of an SSE body.
+fn log_lines(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .filter(|v| v["method"] == "notifications/message")
+        .collect()
+}
+
+/// Over stateless HTTP a guest's log lines reach the client only when the request asks for a
+/// level in its `_meta` (no `logging/setLevel` exists to ask with), at that level; and a client
+/// that goes away mid-call stops its guest: the call ends `cancelled` long before its deadline.
+#[test]
+fn http_logs_only_when_asked_and_a_dropped_request_stops_its_guest() {
+    use std::io::Read;
+    let (_dir, config) = logging_config();
+    let http = crate::mcp_frames::Http::start(&config);
+    let addr = http.addr.as_str();
+    let headers = |name: &'static str| {
+        vec![
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ]
+    };
+    let quiet = call(1, "test_tool_with_logging", json!({}), "l1");
+    let (status, body) = post(addr, "none", &headers("test_tool_with_logging"), &quiet);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        answer(&body, &json!(1))["result"]["isError"],
+        false,
+        "{body}"
+    );
+    assert!(log_lines(&body).is_empty(), "{body}");
+    let mut asking = call(2, "test_tool_with_logging", json!({}), "l2");
+    asking["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
+    let (_, body) = post(addr, "none", &headers("test_tool_with_logging"), &asking);
+    assert_eq!(log_lines(&body).len(), 3, "{body}");
+    let mut above = call(3, "test_tool_with_logging", json!({}), "l3");
+    above["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("warning");
+    let (_, body) = post(addr, "none", &headers("test_tool_with_logging"), &above);
+    assert!(log_lines(&body).is_empty(), "{body}");
+
+    // A call the client abandons after a second.
+    let started = Instant::now();
+    let sleeper = call(4, "sleep_forever", json!({}), "s1").to_string();
+    let mut sock = TcpStream::connect(addr).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        sleeper.len()
+    );
+    for (k, v) in headers("sleep_forever") {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).unwrap();
+    sock.write_all(sleeper.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    sock.set_nonblocking(true).unwrap();
+    let mut early = [0u8; 1];
+    assert!(
+        sock.read(&mut early).is_err(),
+        "no answer before the deadline"
+    );
+    drop(sock);
+    let local = Identity {
+        principal: "local".into(),
+        tenant: "default".into(),
+    };
+    let run = run_of(&local, "r1");
+    let until = Instant::now() + Duration::from_secs(20);
+    let ended = loop {
+        let calls = ledger(&config, &run);
+        if let Some(c) = calls
+            .iter()
+            .find(|c| c["call_id"] == "key:s1" && !c["status"].is_null())
+        {
+            break c.clone();
+        }
+        assert!(
+            Instant::now() < until,
+            "the abandoned call did not end: {calls:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "ended by the cancel, not the 30 s deadline"
     );
 }
