@@ -333,6 +333,29 @@ fn stdio_approval_by_elicitation() {
     assert!(out.facts["handle"].as_str().unwrap().contains('.'));
 }
 
+/// The official Python SDK's 2026-07-28 client (it probes `server/discover`), over stdio and
+/// over HTTP with a bearer token: a call, its resend answered from the ledger, a failure's
+/// code, and approvals through `input_required` that the SDK answers and retries — the
+/// accepted write runs once, the declined one never.
+#[test]
+fn the_sdks_2026_client_over_stdio_and_http() {
+    let f = fixture(1);
+    let workspace = f.config.parent().unwrap().join("workspace");
+    client("modern", &strs(&stdio_args(&f)));
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("modern.txt")).unwrap(),
+        "2026"
+    );
+    std::fs::remove_file(workspace.join("modern.txt")).unwrap();
+    let server = http_serve(&f.config);
+    client("modern", &["--url", server.url.as_str(), "--token", TOKEN]);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("modern.txt")).unwrap(),
+        "2026"
+    );
+    assert!(!workspace.join("declined-modern.txt").exists());
+}
+
 /// Over HTTP: bearer tokens (401 without), Host/Origin allowlists (403), then the same
 /// tool, fixture, progress, cancellation and concurrency scenarios as over stdio.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

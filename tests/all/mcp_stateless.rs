@@ -116,6 +116,15 @@ pub(crate) fn code(result: &Value) -> &str {
         .unwrap_or_else(|| panic!("{result}"))
 }
 
+/// The approval code of a retry refused for its `requestState`: a JSON-RPC `-32602` error
+/// carrying the code in `data`.
+pub(crate) fn state_refusal(answer: &Value) -> &str {
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    answer["error"]["data"]["toolhost/failure"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+}
+
 /// A raw stdio server that has not been initialized, killed on drop.
 struct Stdio {
     child: Child,
@@ -295,7 +304,9 @@ fn stdio_serves_stateless_requests() {
 /// The approval round trip over stdio: the first round answers `input_required` with the
 /// question and a sealed state; the retry that accepts runs the call once (its resend is
 /// answered from the ledger); a retry with other arguments is `approval_mismatch`, a decline
-/// `approval_denied`, a forged state `approval_invalid`; none of those writes anything.
+/// `approval_denied`, a forged state a `-32602` error with `approval_invalid`; a retry without a
+/// readable answer is asked again; a cancel is `approval_required`; none of those writes
+/// anything.
 #[test]
 fn stdio_approves_through_input_required() {
     let (_dir, config, ws) = config(false);
@@ -359,7 +370,38 @@ fn stdio_approves_through_input_required() {
     let mut forged = state3.clone();
     forged.insert(10, 'x');
     let r = s.ask(&retry(9, &other, &forged, yes.clone()));
-    assert_eq!(code(&r["result"]), "approval_invalid");
+    assert_eq!(state_refusal(&r), "approval_invalid");
+    assert!(!ws.join("b.txt").exists());
+
+    // A retry without a readable answer is asked again, the same handle; a cancel ends the
+    // call `approval_required`, with the handle for `toolhost approve`.
+    let asked = s.ask(&call(10, "write_text", other.clone(), "w4"));
+    let state4 = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let message = |v: &Value| v["result"]["inputRequests"]["approval"]["params"]["message"].clone();
+    for junk in [json!(null), json!("yes"), json!({"action": "maybe"})] {
+        let mut r = retry(11, &other, &state4, junk.clone());
+        if junk.is_null() {
+            r["params"]
+                .as_object_mut()
+                .unwrap()
+                .remove("inputResponses");
+        }
+        let again = s.ask(&r);
+        assert_eq!(
+            again["result"]["resultType"], "input_required",
+            "{junk}: {again}"
+        );
+        assert_eq!(message(&again), message(&asked), "{junk}");
+    }
+    let r = s.ask(&retry(12, &other, &state4, json!({"action": "cancel"})));
+    assert_eq!(code(&r["result"]), "approval_required");
+    assert!(
+        r["result"]["_meta"]["toolhost/failure"]["approval"]["handle"].is_string(),
+        "{r}"
+    );
     assert!(!ws.join("b.txt").exists());
 
     let local = Identity {
@@ -369,7 +411,7 @@ fn stdio_approves_through_input_required() {
     let calls = ledger(&config, &run_of(&local, "r1"));
     assert_eq!(executions(&calls, "key:w1~approved"), 1, "{calls:?}");
     assert_eq!(executions(&calls, "key:w1"), 0, "{calls:?}");
-    for id in ["key:w2~approved", "key:w3~approved"] {
+    for id in ["key:w2~approved", "key:w3~approved", "key:w4~approved"] {
         assert_eq!(executions(&calls, id), 0, "{id}: {calls:?}");
     }
 }
@@ -435,7 +477,8 @@ pub(crate) fn modern(addr: &str, token: &str, message: &Value) -> (u16, Value) {
 
 /// Over HTTP without a session: discover and a call are served; a resend replays; a routing
 /// header that contradicts the body is refused as a header mismatch; one caller's run name is
-/// not another's run; another caller's approval state is `approval_wrong_principal`; and a
+/// not another's run; another caller's approval state is refused (`-32602`,
+/// `approval_wrong_principal`); and a
 /// handshake-era call without a session is still 400.
 #[test]
 fn http_serves_stateless_requests_per_caller() {
@@ -492,11 +535,44 @@ fn http_serves_stateless_requests_per_caller() {
     theft["params"]["inputResponses"] =
         json!({"approval": {"action": "accept", "content": {"approve": true}}});
     let (_, stolen) = modern(addr, MALLORY, &theft);
-    assert_eq!(code(&stolen["result"]), "approval_wrong_principal");
+    assert_eq!(state_refusal(&stolen), "approval_wrong_principal");
     assert!(!ws.join("a.txt").exists());
     let (_, approved) = modern(addr, ALICE, &theft);
     assert_eq!(approved["result"]["isError"], false, "{approved}");
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "alice");
+
+    // What 2026-07-28 removed is 404 with -32601; a request missing its capabilities is 400.
+    for method in ["initialize", "ping", "logging/setLevel"] {
+        let removed = request(10, method, json!({}), json!({}));
+        let (status, body) = post(
+            addr,
+            ALICE,
+            &[("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)],
+            &removed,
+        );
+        assert_eq!(status, 404, "{method}: {body}");
+        assert_eq!(
+            answer(&body, &json!(10))["error"]["code"],
+            -32601,
+            "{method}: {body}"
+        );
+    }
+    let mut bare = request(11, "tools/list", json!({}), json!({}));
+    bare["params"]["_meta"]
+        .as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let (status, body) = post(
+        addr,
+        ALICE,
+        &[
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &bare,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(answer(&body, &json!(11))["error"]["code"], -32602, "{body}");
 
     let legacy = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
         "params": {"name": "greet", "arguments": {"name": "x"}}});

@@ -380,7 +380,55 @@ async def scenario_polyglot(args: argparse.Namespace) -> dict:
     return {"progress": len(seen), "logged": len(logged)}
 
 
+@asynccontextmanager
+async def connect_modern(args: argparse.Namespace, **client_kwargs: Any):
+    """The SDK's high-level Client in its default mode: it probes `server/discover` and, when the
+    server offers 2026-07-28, speaks it (no initialize, no session)."""
+    from mcp import Client
+
+    if args.url:
+        headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
+            async with Client(streamable_http_client(args.url, http_client=http), **client_kwargs) as c:
+                yield c
+    else:
+        params = StdioServerParameters(command=args.binary, args=["serve", "--config", args.config])
+        async with Client(params, **client_kwargs) as c:
+            yield c
+
+
+async def scenario_modern(args: argparse.Namespace) -> dict:
+    """The SDK's 2026-07-28 client: the version it chose, the tools, a call and its resend by
+    run and call id (the recorded result), a failure with its code, and approvals through
+    input_required, which the SDK answers with the elicitation callback and retries: accept
+    runs the call once, decline refuses it."""
+    asked: list[str] = []
+    async with connect_modern(args, elicitation_callback=elicitation("accept", asked)) as c:
+        check(c.protocol_version == "2026-07-28", f"negotiated {c.protocol_version}")
+        names = {t.name for t in (await c.list_tools()).tools}
+        check({"greet", "write_text"} <= names, f"tools: {sorted(names)}")
+        meta = {"toolhost/run": "sdk-2026", "toolhost/callId": "g1"}
+        first = expect_ok(await c.call_tool("greet", {"name": "modern"}, meta=meta), "greet")
+        check(first == {"result": "Hello, modern!"}, f"greet: {first}")
+        again = expect_ok(await c.call_tool("greet", {"name": "modern"}, meta=meta), "resend")
+        check(again == first, f"the resend is not the recorded result: {again}")
+        expect_error(await c.call_tool("greet", {"name": 5}), "invalid_arguments", "bad arguments")
+        got = expect_ok(await c.call_tool("write_text", {"path": "modern.txt", "content": "2026"}),
+                        "accepted write")
+        check(got == {"created": True, "bytes-written": 4}, f"accepted write: {got}")
+    check(len(asked) == 1, f"asked {len(asked)} times")
+    check("write_text" in asked[0] and '{"content":"2026","path":"modern.txt"}' in asked[0],
+          f"the question does not show the exact call: {asked[0]}")
+    declined: list[str] = []
+    async with connect_modern(args, elicitation_callback=elicitation("decline", declined)) as c:
+        expect_error(await c.call_tool("write_text", {"path": "declined-modern.txt", "content": "no"}),
+                     "approval_denied", "declined write")
+    check(len(declined) == 1, "the decline was not asked")
+    return {"asked": len(asked), "protocol": "2026-07-28"}
+
+
 SCENARIOS = {
+    "modern": scenario_modern,
     "polyglot": scenario_polyglot,
     "session_end": scenario_session_end,
     "tools": scenario_tools,

@@ -47,6 +47,10 @@ impl Guest for Conformance {
         }
         "Logged three lines.".to_string()
     }
+
+    fn test_input_required_result_tampered_state() -> String {
+        "approved".to_string()
+    }
 }
 
 export!(Conformance);

@@ -13,6 +13,7 @@
 //! | a repeated key anywhere but inside `tools/call`'s `params.arguments` | `-32600`, with the id |
 //! | `params` neither an object nor an array | `-32600`, with the id |
 //! | `params` an array, or an object a known method cannot take (`tools/call` without `name`, …) | `-32602`, with the id |
+//! | a method 2026-07-28 removed (`initialize`, `ping`, `logging/setLevel`, `resources/(un)subscribe`) in a request whose `_meta` names 2026-07-28 | `-32601`, with the id |
 //! | a notification (no `id`) that is otherwise valid but unusable | nothing: JSON-RPC never answers a notification |
 //!
 //! A `tools/call` whose `params.arguments` repeats a key is a good frame carrying a
@@ -95,7 +96,7 @@ pub enum Frame {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message} ({code})")]
 pub struct FrameError {
-    /// `-32700`, `-32600` or `-32602`.
+    /// `-32700`, `-32600`, `-32602`, or `-32601` for a method 2026-07-28 removed.
     pub code: i32,
     /// The request's id, when one could be read unambiguously; `null` in the answer otherwise.
     pub id: Option<Value>,
@@ -237,6 +238,13 @@ pub fn check_frame(frame: &[u8]) -> Result<Frame, FrameError> {
         }
         None => None,
     };
+    if removed_in_2026(method, &value) {
+        return Err(FrameError {
+            code: ErrorCode::METHOD_NOT_FOUND.0,
+            id: Some(id.clone()),
+            message: format!("Method not found: `{method}` does not exist in protocol 2026-07-28"),
+        });
+    }
     // Owned copies of the small parts, so the (possibly large) value moves without a copy.
     let (id, method) = (id.clone(), method.to_owned());
     let typed = TYPED_METHODS.contains(&method.as_str());
@@ -254,6 +262,24 @@ pub fn check_frame(frame: &[u8]) -> Result<Frame, FrameError> {
         Err(_) if typed => Err(bad_params()),
         Err(_) => Err(FrameError::invalid(Some(&id), "not a valid MCP request")),
     }
+}
+
+/// The requests 2026-07-28 removed (the handshake, `ping`, logging's level, resource
+/// subscriptions): named in a request of that revision, they are `-32601` whatever their params.
+const REMOVED_IN_2026: &[&str] = &[
+    InitializeResultMethod::VALUE,
+    PingRequestMethod::VALUE,
+    SetLevelRequestMethod::VALUE,
+    SubscribeRequestMethod::VALUE,
+    UnsubscribeRequestMethod::VALUE,
+];
+
+/// Whether `method` is one 2026-07-28 removed, in a request whose `_meta` names that revision.
+fn removed_in_2026(method: &str, request: &Value) -> bool {
+    let version = request
+        .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .and_then(Value::as_str);
+    REMOVED_IN_2026.contains(&method) && version.is_some_and(|v| v >= "2026-07-28")
 }
 
 /// Check one HTTP POST body: [`check_frame`], except that an empty body is a parse error

@@ -14,9 +14,9 @@ use futures::FutureExt;
 #[allow(deprecated)] // MCP logging: see super::logging
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorData,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ErrorData, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -24,16 +24,20 @@ use serde_json::Value;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 
+pub use super::approvals::APPROVAL_TOKEN_META;
+use super::approvals::{
+    approval_refused, approval_token, approved, form_elicitation, state_refused,
+    supports_form_elicitation,
+};
 use super::config::Identity;
 use super::elicit::ElicitingApprover;
 use super::frames::RepeatedArgumentKey;
 use super::logging::{LogForwarder, SessionLevel};
 use super::mapping::{call_result, mcp_tool, output_is_object};
-use super::mrtr::{self, Answer, Resumed, StateSeal};
+use super::mrtr::{self, Answer, Question, StateSeal};
 use super::progress::Forwarder;
 use super::stateless::{self, Place};
 use crate::contract::{ApproverHandle, Code, Stage, ToolCall, ToolResult, Usage};
-use crate::policy::ApprovalFailure;
 use crate::Runtime;
 
 /// The protocol versions served: the 2025 revisions with an `initialize` handshake (newest
@@ -272,11 +276,9 @@ impl ServerHandler for Session {
                 let now = runtime.clock().unix_now();
                 match self.shared.seal.open(sealed, &identity, now) {
                     Ok(r) => Some(r),
-                    Err(failure) => {
-                        let r = approval_refused(&call, &failure);
-                        let r = runtime.refuse_at(&ctx, &call, Stage::Approve, r).await;
-                        return Ok(call_result(&r, wrap).into());
-                    }
+                    // A state that fails its checks is refused as a protocol error, before
+                    // anything is admitted: nothing of it names a call that may be recorded.
+                    Err(failure) => return Err(state_refused(&failure)),
                 }
             }
         };
@@ -297,11 +299,23 @@ impl ServerHandler for Session {
         }
         // The token that approves the call: minted for a retry that says yes, else one the
         // client passed in `_meta`.
-        let token = match resumed
-            .as_ref()
-            .map(|r| (r, mrtr::answer(request.input_responses.as_ref())))
-        {
-            Some((r, Answer::Approve)) => match self.approved(&runtime, r) {
+        let answer = mrtr::answer(request.input_responses.as_ref());
+        if let (Some(r), Answer::Missing) = (&resumed, answer) {
+            // No readable answer: the same question again, nothing admitted.
+            let q = Question {
+                tool: &call.name,
+                run_id: &r.run_id,
+                call_id: &r.first_call_id,
+                handle: &r.handle,
+                expires_at: r.expires_at,
+                arguments: &call.arguments,
+            };
+            if let Some(ask) = self.shared.seal.ask(&q, &identity) {
+                return Ok(ask.into());
+            }
+        }
+        let token = match resumed.as_ref().map(|r| (r, answer)) {
+            Some((r, Answer::Approve)) => match approved(&runtime, r) {
                 Ok(token) => Some(token),
                 Err(failure) => {
                     let refused = approval_refused(&call, &failure);
@@ -315,7 +329,7 @@ impl ServerHandler for Session {
                 ctx.approver = Some(ApproverHandle(Arc::new(mrtr::Declined)));
                 None
             }
-            Some((_, Answer::Unanswered)) => None,
+            Some((_, Answer::Cancelled | Answer::Missing)) => None,
             None => approval_token(&request, &cx),
         };
         // Server-to-client requests do not exist in 2026-07-28: a human is asked through
@@ -400,59 +414,21 @@ impl ServerHandler for Session {
             && cx
                 .client_capabilities()
                 .is_some_and(|c| form_elicitation(&c));
-        if asks {
-            if let Some(ask) = self
-                .shared
-                .seal
-                .ask(&result, &run_id, &identity, &arguments)
-            {
+        if let Some(approval) = result.approval.as_ref().filter(|_| asks) {
+            let q = Question {
+                tool: &result.tool,
+                run_id: &run_id,
+                call_id: &result.call_id,
+                handle: &approval.handle,
+                expires_at: approval.expires_at,
+                arguments: &arguments,
+            };
+            if let Some(ask) = self.shared.seal.ask(&q, &identity) {
                 return Ok(ask.into());
             }
         }
         Ok(call_result(&result, wrap).into())
     }
-}
-
-impl Session {
-    /// The token for an approved retry: minted for the sealed handle (which a call of this
-    /// deployment asked for), to be verified against the retry's own call and spent once.
-    fn approved(&self, runtime: &Runtime, resumed: &Resumed) -> Result<String, ApprovalFailure> {
-        runtime.mint_approval(&resumed.handle).map_err(|e| {
-            let expired = crate::policy::parse_handle(&resumed.handle)
-                .is_ok_and(|(_, at)| runtime.clock().unix_now() >= at);
-            if expired {
-                ApprovalFailure::Expired
-            } else {
-                ApprovalFailure::Invalid {
-                    reason: e.to_string(),
-                }
-            }
-        })
-    }
-}
-
-/// A call refused at the approve stage for `failure`, with its fixed model-safe message.
-fn approval_refused(call: &ToolCall, failure: &ApprovalFailure) -> ToolResult {
-    ToolResult::failed(call, failure.code(), failure.message(), Usage::default())
-}
-
-/// The `_meta` key a client resubmits a call with, carrying a token from `toolhost approve`.
-pub const APPROVAL_TOKEN_META: &str = "toolhost/approvalToken";
-
-fn approval_token(
-    request: &CallToolRequestParams,
-    cx: &RequestContext<RoleServer>,
-) -> Option<String> {
-    let from = |m: &rmcp::model::RequestMetaObject| {
-        m.get(APPROVAL_TOKEN_META)
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    };
-    request
-        .meta
-        .as_ref()
-        .and_then(from)
-        .or_else(|| from(&cx.meta))
 }
 
 /// The frame check's mark on a `tools/call` whose arguments repeat a key: on the request
@@ -466,19 +442,4 @@ fn repeated_argument_key(cx: &RequestContext<RoleServer>) -> Option<RepeatedArgu
                 .and_then(|p| p.extensions.get::<RepeatedArgumentKey>())
         })
         .cloned()
-}
-
-fn supports_form_elicitation(cx: &RequestContext<RoleServer>) -> bool {
-    cx.peer
-        .supported_elicitation_modes()
-        .contains(&rmcp::service::ElicitationMode::Form)
-}
-
-/// Whether these capabilities take form elicitation: `elicitation` declared with `form`, or
-/// with neither mode (which means form, as in rmcp's session check).
-fn form_elicitation(capabilities: &ClientCapabilities) -> bool {
-    capabilities
-        .elicitation
-        .as_ref()
-        .is_some_and(|e| e.form.is_some() || e.url.is_none())
 }

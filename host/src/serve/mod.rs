@@ -16,10 +16,12 @@
 //! - [`mapping`]: definitions and results between toolhost and MCP.
 //! - [`progress`]: guest progress → `notifications/progress`, bounded and content-free.
 //! - [`elicit`]: approval through `elicitation/create`.
+//! - [`approvals`]: where a call's approval comes from (a token in `_meta`, elicitation, `input_required`).
 //! - [`stateless`]: the run and call id of a 2026-07-28 request, which has no session.
 //! - [`mrtr`]: approval of a 2026-07-28 call through `input_required` and a sealed state.
 //! - [`http`]: the HTTP listener, bearer authentication.
 
+pub mod approvals;
 pub mod config;
 pub mod elicit;
 pub mod frames;

@@ -13,13 +13,15 @@
 //!    nobody else can make or alter one. It holds the run `R`, the call `K`, the handle, the
 //!    principal and the tenant — nothing secret, since the handle is shown to the human anyway.
 //! 3. The client retries the call with `inputResponses` and the `requestState`. The host opens
-//!    the state: not one it sealed is `approval_invalid`; another caller's is
-//!    `approval_wrong_principal`; one past the handle's expiry is `approval_expired`. The retry
-//!    then runs in `R` as call [`approved_call_id`]`(K)`: an accept with `approve: true` mints
-//!    the token for the sealed handle, which the approve stage verifies against the retry's own
-//!    tool and arguments (`approval_mismatch` if they changed) and spends once in the ledger
-//!    (`approval_reused` on any host after that); a decline ends `approval_denied`; no answer
-//!    ends `approval_required` with a handle for `toolhost approve`.
+//!    the state, and refuses the retry with a JSON-RPC `-32602` (the approval code in its
+//!    `data`) before anything is admitted: not one it sealed is `approval_invalid`; another
+//!    caller's is `approval_wrong_principal`; one past the handle's expiry is
+//!    `approval_expired`. A retry without a readable answer is asked again (the same state).
+//!    Otherwise it runs in `R` as call [`approved_call_id`]`(K)`: an accept with `approve:
+//!    true` mints the token for the sealed handle, which the approve stage verifies against the
+//!    retry's own tool and arguments (`approval_mismatch` if they changed) and spends once in
+//!    the ledger; a decline ends `approval_denied`; a cancel ends `approval_required` with a
+//!    handle for `toolhost approve`.
 //!
 //! A resent retry is the same call `approved_call_id(K)` in `R`, so it is answered from the
 //! ledger on any host and never runs twice.
@@ -34,7 +36,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::config::Identity;
-use crate::contract::{ApprovalAnswer, ApprovalPrompt, Approver, ToolResult};
+use crate::contract::{ApprovalAnswer, ApprovalPrompt, Approver};
 use crate::policy::{canonical_json, parse_handle, ApprovalFailure};
 
 /// The key of the approval question in `inputRequests` and of its answer in `inputResponses`.
@@ -62,8 +64,23 @@ struct ApprovalState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resumed {
     pub run_id: String,
+    /// The approved round's call id ([`approved_call_id`] of the first round's).
     pub call_id: String,
+    /// The first round's call id.
+    pub first_call_id: String,
     pub handle: String,
+    pub expires_at: u64,
+}
+
+/// What the approval question is about: the call, where it runs, and the handle to approve.
+#[derive(Debug, Clone)]
+pub struct Question<'a> {
+    pub tool: &'a str,
+    pub run_id: &'a str,
+    pub call_id: &'a str,
+    pub handle: &'a str,
+    pub expires_at: u64,
+    pub arguments: &'a Value,
 }
 
 /// What the client answered to the approval question.
@@ -73,8 +90,11 @@ pub enum Answer {
     Approve,
     /// `decline`, or `accept` with anything but `{"approve": true}`.
     Decline,
-    /// `cancel`, no answer, or an answer that is not an elicitation result.
-    Unanswered,
+    /// `cancel`: the human dismissed the question.
+    Cancelled,
+    /// No answer to [`APPROVAL_INPUT`], or one that is not an elicitation result: the
+    /// question is asked again.
+    Missing,
 }
 
 /// Seals and opens approval states.
@@ -91,26 +111,19 @@ impl StateSeal {
         }
     }
 
-    /// The `input_required` answer to a call of `run` that ended `approval_required`, asking
-    /// the question `prompt` describes; `None` when the result carries no approval handle.
-    pub fn ask(
-        &self,
-        result: &ToolResult,
-        run_id: &str,
-        caller: &Identity,
-        arguments: &Value,
-    ) -> Option<InputRequiredResult> {
-        let approval = result.approval.as_ref()?;
-        let (digest, _) = parse_handle(&approval.handle).ok()?;
+    /// The `input_required` answer that asks `q` of the client's human, with the sealed
+    /// state its retry must carry; `None` for a handle that cannot be read.
+    pub fn ask(&self, q: &Question<'_>, caller: &Identity) -> Option<InputRequiredResult> {
+        let (digest, _) = parse_handle(q.handle).ok()?;
         let prompt = ApprovalPrompt {
-            tool: result.tool.clone(),
-            canonical_arguments: String::from_utf8_lossy(&canonical_json(arguments)).into_owned(),
+            tool: q.tool.to_string(),
+            canonical_arguments: String::from_utf8_lossy(&canonical_json(q.arguments)).into_owned(),
             principal: caller.principal.clone(),
             tenant: caller.tenant.clone(),
-            run_id: run_id.to_string(),
-            call_id: result.call_id.clone(),
+            run_id: q.run_id.to_string(),
+            call_id: q.call_id.to_string(),
             digest,
-            expires_at: approval.expires_at,
+            expires_at: q.expires_at,
         };
         let question: InputRequest = serde_json::from_value(serde_json::json!({
             "method": "elicitation/create",
@@ -118,9 +131,9 @@ impl StateSeal {
         }))
         .ok()?;
         let state = ApprovalState {
-            run: run_id.to_string(),
-            call: result.call_id.clone(),
-            handle: approval.handle.clone(),
+            run: q.run_id.to_string(),
+            call: q.call_id.to_string(),
+            handle: q.handle.to_string(),
             principal: caller.principal.clone(),
             tenant: caller.tenant.clone(),
         };
@@ -159,8 +172,10 @@ impl StateSeal {
         }
         Ok(Resumed {
             call_id: approved_call_id(&state.call),
+            first_call_id: state.call,
             run_id: state.run,
             handle: state.handle,
+            expires_at,
         })
     }
 }
@@ -179,7 +194,7 @@ pub fn approved_call_id(first: &str) -> String {
 /// The client's answer to [`APPROVAL_INPUT`], read as an elicitation result.
 pub fn answer(responses: Option<&InputResponses>) -> Answer {
     let Some(r) = responses.and_then(|r| r.get(APPROVAL_INPUT)) else {
-        return Answer::Unanswered;
+        return Answer::Missing;
     };
     match r.get("action").and_then(Value::as_str) {
         Some("accept") => {
@@ -191,7 +206,8 @@ pub fn answer(responses: Option<&InputResponses>) -> Answer {
             }
         }
         Some("decline") => Answer::Decline,
-        _ => Answer::Unanswered,
+        Some("cancel") => Answer::Cancelled,
+        _ => Answer::Missing,
     }
 }
 
@@ -215,7 +231,7 @@ impl Approver for Declined {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{ApprovalNeeded, Code, ToolCall, Usage};
+    use crate::contract::{ApprovalNeeded, Code, ToolCall, ToolResult, Usage};
     use serde_json::json;
 
     fn seal() -> StateSeal {
@@ -236,9 +252,17 @@ mod tests {
     }
 
     fn sealed_for(caller: &Identity, expires_at: u64) -> String {
-        let asked = seal()
-            .ask(&needed(expires_at), "R", caller, &json!({"path": "a"}))
-            .unwrap();
+        let r = needed(expires_at);
+        let approval = r.approval.as_ref().unwrap();
+        let q = Question {
+            tool: &r.tool,
+            run_id: "R",
+            call_id: &r.call_id,
+            handle: &approval.handle,
+            expires_at,
+            arguments: &json!({"path": "a"}),
+        };
+        let asked = seal().ask(&q, caller).unwrap();
         let wire = serde_json::to_value(&asked).unwrap();
         assert_eq!(wire["resultType"], "input_required");
         let q = &wire["inputRequests"][APPROVAL_INPUT];
@@ -260,6 +284,8 @@ mod tests {
         let r = seal().open(&s, &alice, 999).unwrap();
         assert_eq!(r.run_id, "R");
         assert_eq!(r.call_id, "K~approved");
+        assert_eq!(r.first_call_id, "K");
+        assert_eq!(r.expires_at, 1_000);
         assert!(r.handle.ends_with(".1000"));
     }
 
@@ -311,7 +337,7 @@ mod tests {
     }
 
     /// Only an accept that says `approve: true` approves; a decline or an accept that says
-    /// anything else declines; a cancel or nothing leaves the call unanswered.
+    /// anything else declines; a cancel is a cancel; no readable answer is missing.
     #[test]
     fn answers_are_read_strictly() {
         let one = |v: Value| {
@@ -329,10 +355,11 @@ mod tests {
         );
         assert_eq!(one(json!({"action": "accept"})), Answer::Decline);
         assert_eq!(one(json!({"action": "decline"})), Answer::Decline);
-        assert_eq!(one(json!({"action": "cancel"})), Answer::Unanswered);
-        assert_eq!(one(json!("yes")), Answer::Unanswered);
-        assert_eq!(answer(None), Answer::Unanswered);
-        assert_eq!(answer(Some(&InputResponses::new())), Answer::Unanswered);
+        assert_eq!(one(json!({"action": "cancel"})), Answer::Cancelled);
+        assert_eq!(one(json!("yes")), Answer::Missing);
+        assert_eq!(one(json!({"action": "maybe"})), Answer::Missing);
+        assert_eq!(answer(None), Answer::Missing);
+        assert_eq!(answer(Some(&InputResponses::new())), Answer::Missing);
     }
 
     /// The approved round's id stays within the call-id bound however long the first one is.

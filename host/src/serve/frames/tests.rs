@@ -187,3 +187,35 @@ fn answers_are_single_json_rpc_lines() {
         .unwrap()
         .starts_with("Parse error"));
 }
+
+/// A method 2026-07-28 removed, in a request that names 2026-07-28, is -32601 with its id,
+/// whatever its params; the same method in a handshake-era request is checked as before.
+#[test]
+fn methods_removed_in_2026_are_not_found() {
+    let modern = |method: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"{method}","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        )
+    };
+    for method in [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    ] {
+        assert_eq!(
+            code_and_id(modern(method).as_bytes()),
+            (-32601, json!(9)),
+            "{method}"
+        );
+    }
+    let (m, _) = message(modern("tools/list").as_bytes());
+    assert!(matches!(m, JsonRpcMessage::Request(_)));
+    let (m, _) = message(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    assert!(
+        matches!(m, JsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::PingRequest(_)))
+    );
+    let old = br#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{}}"#;
+    assert_eq!(code_and_id(old), (-32602, json!(2)));
+}

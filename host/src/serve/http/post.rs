@@ -4,7 +4,7 @@
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, ProtocolVersion};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, GetMeta, ProtocolVersion};
 
 use super::{plain, Body, BODY_READ_TIMEOUT, MAX_REQUEST_BODY_BYTES};
 use crate::serve::frames::{check_body, Frame, FrameError};
@@ -96,6 +96,10 @@ pub(super) async fn checked(
         }
         // A notification nothing can use: accepted, as rmcp accepts notifications.
         Ok(Frame::Skip) => Err(plain(StatusCode::ACCEPTED, "")),
+        // Streamable HTTP answers an unknown method 404.
+        Err(e) if e.code == ErrorCode::METHOD_NOT_FOUND.0 => {
+            Err(rpc_error(StatusCode::NOT_FOUND, &e))
+        }
         Err(e) => Err(rpc_error(StatusCode::BAD_REQUEST, &e)),
     }
 }
