@@ -43,9 +43,9 @@ pub async fn mcp_http_floor(calls: usize) -> Figure {
     )
 }
 
-/// Sequential round trips through the MCP server `server` starts, which announces its
-/// address on stderr as `toolhost serve --http` does.
-async fn round_trips(mut server: Command, calls: usize) -> Vec<f64> {
+/// Start the MCP server `server` names, which announces its address on stderr as `toolhost
+/// serve --http` does: the child (killed on drop) and its `host:port`.
+pub(crate) async fn start(mut server: Command) -> (tokio::process::Child, String) {
     let mut child = server
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -67,24 +67,14 @@ async fn round_trips(mut server: Command, calls: usize) -> Vec<f64> {
     .await
     .expect("the address within 60 s");
     tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    (child, addr)
+}
 
-    let stream = TcpStream::connect(&addr).await.expect("connects");
-    stream.set_nodelay(true).expect("nodelay");
-    let mut conn = Conn {
-        addr,
-        session: None,
-        io: BufReader::new(stream),
-    };
-    let (_, session) = conn
-        .post(
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"}}}),
-        )
-        .await;
-    conn.session = Some(session.expect("a session id"));
-    conn.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
+/// Sequential round trips through the MCP server `server` starts, in a session.
+async fn round_trips(server: Command, calls: usize) -> Vec<f64> {
+    let (mut child, addr) = start(server).await;
+    let mut conn = Conn::open(&addr, false).await;
+    conn.initialize().await;
     let call = |id: usize| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                "params": {"name": "add", "arguments": {"a": id, "b": 1}}})
@@ -105,15 +95,43 @@ async fn round_trips(mut server: Command, calls: usize) -> Vec<f64> {
     samples
 }
 
-struct Conn {
+/// One kept-alive client connection: in a session (handshake era), or sending 2026-07-28
+/// requests with their routing headers and no session.
+pub(crate) struct Conn {
     addr: String,
     session: Option<String>,
+    modern: bool,
     io: BufReader<TcpStream>,
 }
 
 impl Conn {
+    pub(crate) async fn open(addr: &str, modern: bool) -> Conn {
+        let stream = TcpStream::connect(addr).await.expect("connects");
+        stream.set_nodelay(true).expect("nodelay");
+        Conn {
+            addr: addr.to_string(),
+            session: None,
+            modern,
+            io: BufReader::new(stream),
+        }
+    }
+
+    /// Open a session: `initialize`, then `notifications/initialized`.
+    pub(crate) async fn initialize(&mut self) {
+        let (_, session) = self
+            .post(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"}}}),
+            )
+            .await;
+        self.session = Some(session.expect("a session id"));
+        self.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+    }
+
     /// One POST; the body (de-chunked) and the session id header, if any.
-    async fn post(&mut self, message: &Value) -> (String, Option<String>) {
+    pub(crate) async fn post(&mut self, message: &Value) -> (String, Option<String>) {
         let body = message.to_string();
         let mut head = format!(
             "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
@@ -125,6 +143,15 @@ impl Conn {
             head.push_str(&format!(
                 "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
             ));
+        }
+        if self.modern {
+            let method = message["method"].as_str().unwrap_or_default();
+            head.push_str(&format!(
+                "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n"
+            ));
+            if let Some(name) = message["params"]["name"].as_str() {
+                head.push_str(&format!("Mcp-Name: {name}\r\n"));
+            }
         }
         head.push_str("\r\n");
         head.push_str(&body);
@@ -185,7 +212,7 @@ async fn read_response<R: AsyncBufRead + Unpin>(io: &mut R) -> (String, Option<S
 }
 
 /// The JSON-RPC answer in an SSE body.
-fn answer_in(body: &str) -> Value {
+pub(crate) fn answer_in(body: &str) -> Value {
     body.lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())

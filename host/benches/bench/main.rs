@@ -11,6 +11,7 @@
 //! - `setup`: configs and component copies.
 //! - `procs`: figures that need the real binary (MCP over stdio, cold start).
 //! - `http`: MCP over Streamable HTTP.
+//! - `stateless`: MCP 2026-07-28 over HTTP, one host and three behind HAProxy.
 //! - `profile`: `TOOLHOST_BENCH_PROFILE` workloads; `idle`: calls after a sleep.
 //! - `polyglot`: the Python and JavaScript example tools.
 //! - `floor_server`, `sqlite_floor`: the floors of the front doors and of the ledger — the
@@ -25,6 +26,7 @@ mod procs;
 mod profile;
 mod setup;
 mod sqlite_floor;
+mod stateless;
 mod stats;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -644,6 +646,8 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         .against(&mcp_seq);
     let mcp_stdio_floor = procs::mcp_stdio_floor(plan.mcp_calls).await;
     let mcp_http_floor = http::mcp_http_floor(plan.mcp_calls).await;
+    let mut mcp_2026 =
+        stateless::figures(&normal, dir, plan.mcp_calls, plan.throughput_calls).await;
 
     // 6. many hosts on one PostgreSQL ledger (when a server is named)
     let pg = postgres::figures(dir, plan.throughput_calls).await;
@@ -799,11 +803,9 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         mcp_http,
         mcp_stdio_floor,
         mcp_http_floor,
-        cold1,
-        warm1,
-        cold10,
-        warm10,
     ]);
+    all.append(&mut mcp_2026);
+    all.extend([cold1, warm1, cold10, warm10]);
     all.append(&mut polyglot);
     all.extend([memory_idle, memory_peak]);
     all.append(&mut pg_figures);

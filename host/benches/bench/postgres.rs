@@ -16,7 +16,7 @@ use crate::stats::Figure;
 const CALLERS_PER_HOST: usize = 16;
 
 /// The server, if one is named.
-fn url() -> Option<String> {
+pub(crate) fn url() -> Option<String> {
     std::env::var("TOOLHOST_BENCH_POSTGRES_URL")
         .or_else(|_| std::env::var("TOOLHOST_TEST_POSTGRES_URL"))
         .ok()
@@ -99,7 +99,7 @@ pub async fn figures(dir: &Path, calls: usize) -> Option<(Vec<Figure>, f64)> {
     Some((vec![f1, f3, ratio], three / one))
 }
 
-async fn drop_schema(url: &str, schema: &str) {
+pub(crate) async fn drop_schema(url: &str, schema: &str) {
     let config = toolhost::ledger::PgConfig {
         url: url.to_owned(),
         password_env: None,
