@@ -191,12 +191,17 @@ struct Deployment {
 /// A deployment serving `greet` (risk `write`, so a start is committed before it runs),
 /// `write_text` (approval required) and `http_get` (risk `write`) allowed to reach `port`.
 fn deploy(port: u16) -> Deployment {
+    deploy_with(port, "")
+}
+
+/// [`deploy`] with `run` as the config's `[run]` section.
+fn deploy_with(port: u16, run: &str) -> Deployment {
     let schema = Schema::new();
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let text = format!(
-        "data_dir = {data}\n{ledger}\n\
+        "data_dir = {data}\n{run}\n{ledger}\n\
          [[component]]\npath = {template}\n[component.tools.greet]\nrisk = \"write\"\n\
          [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\", mode = \"rw\" }}]\n\
          [component.tools.write-text]\nrisk = \"write\"\napproval = \"required\"\n\
@@ -365,6 +370,31 @@ fn pg_an_approval_asked_on_one_host_is_answered_through_another_once() {
     assert_eq!(code(&refused["result"]), "duplicate_call_id", "{refused}");
     let calls = ledger(&d.config, &local_run());
     assert_eq!(executions(&calls, "key:w1~approved"), 1, "{calls:?}");
+}
+
+/// A run's budget holds across the hosts: 9 calls of one named run through the balancer (so
+/// spread over all three hosts), with `[run] max_calls = 5`: exactly 5 complete and 4 end
+/// `budget_exhausted`.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL) and HAProxy"]
+fn pg_a_named_runs_budget_holds_across_hosts_behind_haproxy() {
+    let d = deploy_with(9, "[run]\nmax_calls = 5");
+    let lb = d.balancer.addr.as_str();
+    let mut codes = BTreeMap::new();
+    let mut served = BTreeSet::new();
+    for i in 0..9u64 {
+        let m = call(i, "greet", json!({"name": "b"}), &format!("b{i}"));
+        let (result, host) = until_answered(lb, &m);
+        served.insert(host);
+        let code = result["_meta"]["toolhost/failure"]["code"]
+            .as_str()
+            .unwrap_or("completed")
+            .to_string();
+        *codes.entry(code).or_insert(0) += 1;
+    }
+    assert_eq!(served.len(), 3, "{served:?}");
+    assert_eq!(codes.get("completed"), Some(&5), "{codes:?}");
+    assert_eq!(codes.get("budget_exhausted"), Some(&4), "{codes:?}");
 }
 
 /// A loopback server that records every request path and answers each after `hold`.
