@@ -396,6 +396,26 @@ fn stdio_approves_through_input_required() {
         );
         assert_eq!(message(&again), message(&asked), "{junk}");
     }
+    // Without an answer but with other arguments: not asked again (the approval could not
+    // run them); the call ends approval_required.
+    let mut altered = other.clone();
+    altered["content"] = json!("changed");
+    let mut r = retry(13, &altered, &state4, json!(null));
+    r["params"]
+        .as_object_mut()
+        .unwrap()
+        .remove("inputResponses");
+    let not_again = s.ask(&r);
+    assert_eq!(
+        code(&not_again["result"]),
+        "approval_required",
+        "{not_again}"
+    );
+    let asked = s.ask(&call(14, "write_text", other.clone(), "w5"));
+    let state4 = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let r = s.ask(&retry(12, &other, &state4, json!({"action": "cancel"})));
     assert_eq!(code(&r["result"]), "approval_required");
     assert!(
@@ -411,7 +431,12 @@ fn stdio_approves_through_input_required() {
     let calls = ledger(&config, &run_of(&local, "r1"));
     assert_eq!(executions(&calls, "key:w1~approved"), 1, "{calls:?}");
     assert_eq!(executions(&calls, "key:w1"), 0, "{calls:?}");
-    for id in ["key:w2~approved", "key:w3~approved", "key:w4~approved"] {
+    for id in [
+        "key:w2~approved",
+        "key:w3~approved",
+        "key:w4~approved",
+        "key:w5~approved",
+    ] {
         assert_eq!(executions(&calls, id), 0, "{id}: {calls:?}");
     }
 }

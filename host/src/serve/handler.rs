@@ -300,7 +300,18 @@ impl ServerHandler for Session {
         // The token that approves the call: minted for a retry that says yes, else one the
         // client passed in `_meta`.
         let answer = mrtr::answer(request.input_responses.as_ref());
-        if let (Some(r), Answer::Missing) = (&resumed, answer) {
+        let asked_again = resumed.as_ref().filter(|r| {
+            // Only for the call the handle approves: a question about other arguments
+            // would show the human a call the approval cannot run.
+            answer == Answer::Missing
+                && crate::policy::handle_binds_call(
+                    &r.handle,
+                    &call.name,
+                    &call.arguments,
+                    &r.run_id,
+                )
+        });
+        if let Some(r) = asked_again {
             // No readable answer: the same question again, nothing admitted.
             let q = Question {
                 tool: &call.name,

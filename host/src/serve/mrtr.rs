@@ -16,7 +16,8 @@
 //!    the state, and refuses the retry with a JSON-RPC `-32602` (the approval code in its
 //!    `data`) before anything is admitted: not one it sealed is `approval_invalid`; another
 //!    caller's is `approval_wrong_principal`; one past the handle's expiry is
-//!    `approval_expired`. A retry without a readable answer is asked again (the same state).
+//!    `approval_expired`. A retry without a readable answer is asked again (the same state),
+//!    if its tool and arguments are the ones the handle approves.
 //!    Otherwise it runs in `R` as call [`approved_call_id`]`(K)`: an accept with `approve:
 //!    true` mints the token for the sealed handle, which the approve stage verifies against the
 //!    retry's own tool and arguments (`approval_mismatch` if they changed) and spends once in
