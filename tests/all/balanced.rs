@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::mcp::{http_serve, HttpServer};
-use crate::mcp_stateless::{answer, call, code, executions, ledger, MODERN};
+use crate::mcp_stateless::{answer, call, code, executions, http_post, ledger, routing_headers};
 use crate::multi_host::Schema;
 use crate::support::{guest, toml_path};
 use toolhost::serve::stateless::run_of;
@@ -104,57 +104,22 @@ fn haproxy() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("haproxy"))
 }
 
-/// One HTTP exchange: status, lower-cased headers and body; an error when the connection
-/// failed or was cut before a whole answer (the host died).
+/// One HTTP exchange ([`http_post`]): in `session` (handshake era), else a 2026-07-28 request
+/// with its routing headers (an `initialize` carries none).
 fn exchange(
     addr: &str,
     message: &Value,
     session: Option<&str>,
 ) -> std::io::Result<(u16, BTreeMap<String, String>, String)> {
-    let body = message.to_string();
-    let mut sock = TcpStream::connect(addr)?;
-    sock.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    match session {
-        Some(s) => head.push_str(&format!(
-            "Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
-        )),
-        None if message["method"] != "initialize" => {
-            head.push_str(&format!(
-                "MCP-Protocol-Version: {MODERN}\r\nMcp-Method: {}\r\n",
-                message["method"].as_str().unwrap()
-            ));
-            if let Some(name) = message["params"]["name"].as_str() {
-                head.push_str(&format!("Mcp-Name: {name}\r\n"));
-            }
-        }
-        None => {}
-    }
-    head.push_str("\r\n");
-    sock.write_all(head.as_bytes())?;
-    sock.write_all(body.as_bytes())?;
-    let mut raw = Vec::new();
-    sock.read_to_end(&mut raw)?;
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let Some((head, body)) = raw.split_once("\r\n\r\n") else {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    let headers = match session {
+        Some(s) => vec![
+            ("Mcp-Session-Id".to_string(), s.to_string()),
+            ("MCP-Protocol-Version".to_string(), "2025-11-25".to_string()),
+        ],
+        None if message["method"] != "initialize" => routing_headers(message),
+        None => Vec::new(),
     };
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or(std::io::ErrorKind::InvalidData)?;
-    let headers = head
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Ok((status, headers, body.to_string()))
+    http_post(addr, &headers, message)
 }
 
 /// Send `message` until a whole 200 answer with a result arrives (a host died, the balancer

@@ -6,6 +6,7 @@
 //! a sealed `requestState`, refused with the approval codes when the state or the retry is not
 //! the one approved. A handshake-era session on the same server sees what it always saw.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -441,39 +442,77 @@ fn stdio_approves_through_input_required() {
     }
 }
 
-/// A raw HTTP/1.1 POST to /mcp as `token` with these extra headers: status and body.
-pub(crate) fn post(
+/// One raw HTTP/1.1 POST of `body` to /mcp with these extra headers: the status, the
+/// lower-cased response headers and the body; an error when the connection failed or was cut
+/// before a whole answer (a host died).
+pub(crate) fn http_post(
     addr: &str,
-    token: &str,
-    headers: &[(&str, &str)],
+    headers: &[(String, String)],
     body: &Value,
-) -> (u16, String) {
+) -> std::io::Result<(u16, BTreeMap<String, String>, String)> {
     use std::io::Read;
     let body = body.to_string();
-    let mut sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut sock = TcpStream::connect(addr)?;
+    sock.set_read_timeout(Some(PATIENCE))?;
     let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\nConnection: close\r\n",
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n",
         body.len()
     );
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
-    sock.write_all(head.as_bytes()).unwrap();
-    sock.write_all(body.as_bytes()).unwrap();
+    sock.write_all(head.as_bytes())?;
+    sock.write_all(body.as_bytes())?;
     let mut raw = Vec::new();
-    let _ = sock.read_to_end(&mut raw);
+    sock.read_to_end(&mut raw)?;
     let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let Some((head, body)) = raw.split_once("\r\n\r\n") else {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    };
     let status = head
         .split(' ')
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
+        .ok_or(std::io::ErrorKind::InvalidData)?;
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Ok((status, headers, body.to_string()))
+}
+
+/// The routing headers a 2026-07-28 request carries over HTTP: its version, its method and,
+/// for a `tools/call`, the tool's name.
+pub(crate) fn routing_headers(message: &Value) -> Vec<(String, String)> {
+    let mut headers = vec![
+        ("MCP-Protocol-Version".to_string(), MODERN.to_string()),
+        (
+            "Mcp-Method".to_string(),
+            message["method"].as_str().unwrap_or_default().to_string(),
+        ),
+    ];
+    if let Some(name) = message["params"]["name"].as_str() {
+        headers.push(("Mcp-Name".to_string(), name.to_string()));
+    }
+    headers
+}
+
+/// [`http_post`] as `token` with these extra headers: status and body.
+pub(crate) fn post(
+    addr: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, String) {
+    let mut all = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+    all.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let (status, _, body) = http_post(addr, &all, body).expect("an HTTP answer");
+    (status, body)
 }
 
 /// The JSON-RPC message answering `id` in a JSON or SSE body.
@@ -490,13 +529,9 @@ pub(crate) fn answer(body: &str, id: &Value) -> Value {
 
 /// One 2026-07-28 request over HTTP with its routing headers: status and answer.
 pub(crate) fn modern(addr: &str, token: &str, message: &Value) -> (u16, Value) {
-    let method = message["method"].as_str().unwrap();
-    let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
-    let name = message["params"]["name"].as_str().map(str::to_string);
-    if let Some(n) = &name {
-        headers.push(("Mcp-Name", n));
-    }
-    let (status, body) = post(addr, token, &headers, message);
+    let mut headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+    headers.extend(routing_headers(message));
+    let (status, _, body) = http_post(addr, &headers, message).expect("an HTTP answer");
     (status, answer(&body, &message["id"]))
 }
 
@@ -652,15 +687,11 @@ fn http_logs_only_when_asked_and_a_dropped_request_stops_its_guest() {
     let (_dir, config) = logging_config();
     let http = crate::mcp_frames::Http::start(&config);
     let addr = http.addr.as_str();
-    let headers = |name: &'static str| {
-        vec![
-            ("MCP-Protocol-Version", MODERN),
-            ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", name),
-        ]
+    let send = |message: &Value| {
+        http_post(addr, &routing_headers(message), message).expect("an HTTP answer")
     };
     let quiet = call(1, "test_tool_with_logging", json!({}), "l1");
-    let (status, body) = post(addr, "none", &headers("test_tool_with_logging"), &quiet);
+    let (status, _, body) = send(&quiet);
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         answer(&body, &json!(1))["result"]["isError"],
@@ -670,23 +701,24 @@ fn http_logs_only_when_asked_and_a_dropped_request_stops_its_guest() {
     assert!(log_lines(&body).is_empty(), "{body}");
     let mut asking = call(2, "test_tool_with_logging", json!({}), "l2");
     asking["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
-    let (_, body) = post(addr, "none", &headers("test_tool_with_logging"), &asking);
+    let (_, _, body) = send(&asking);
     assert_eq!(log_lines(&body).len(), 3, "{body}");
     let mut above = call(3, "test_tool_with_logging", json!({}), "l3");
     above["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("warning");
-    let (_, body) = post(addr, "none", &headers("test_tool_with_logging"), &above);
+    let (_, _, body) = send(&above);
     assert!(log_lines(&body).is_empty(), "{body}");
 
     // A call the client abandons after a second.
     let started = Instant::now();
-    let sleeper = call(4, "sleep_forever", json!({}), "s1").to_string();
+    let sleeper_call = call(4, "sleep_forever", json!({}), "s1");
+    let sleeper = sleeper_call.to_string();
     let mut sock = TcpStream::connect(addr).unwrap();
     let mut head = format!(
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
         sleeper.len()
     );
-    for (k, v) in headers("sleep_forever") {
+    for (k, v) in routing_headers(&sleeper_call) {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");

@@ -3,8 +3,9 @@
 //!
 //! `admit`, `finish` and `recover` append their own events (stages `admit`, `record`,
 //! `recover`); the runtime notes one per stage in between on the call's journal (`resolve`,
-//! `validate`, `authorize`, `approve`, `limit`, `execute`, `check`), which commits them. An event's `detail` is operator text —
-//! the rule that matched, a digest, a size — and never argument content.
+//! `validate`, `authorize`, `approve`, `limit`, `execute`, `check`), which commits them. An
+//! event's `detail` is operator text — the rule that matched, a digest, a size — and never
+//! argument content.
 //!
 //! Events live in their call's row (the `events` column, one JSON object per line), so that
 //! recording them costs no page of its own (see `schema.rs`).

@@ -44,7 +44,7 @@
 //! The model sees the code and a fixed message per code ([`ApprovalFailure::message`]); the
 //! reason for the operator goes to the ledger.
 //!
-//! Longer than 500 lines: 280 of them are its unit tests, kept beside the code they test (the code is 502 lines).
+//! Longer than 500 lines: 280 of them are its unit tests, kept beside the code they test (the code is 510 lines).
 
 use std::path::Path;
 
@@ -58,8 +58,8 @@ use super::config::DEFAULT_TTL_SECS;
 use super::keyfile::{self, KEY_LEN};
 use super::{PolicyError, Subject};
 pub use crate::contract::ApprovalMode;
-use crate::contract::Code;
 use crate::contract::Risk;
+use crate::contract::{Code, ToolCall, ToolResult, Usage};
 
 /// Domain separation for approval digests and MACs.
 pub const APPROVAL_DOMAIN: &str = "toolhost.approval.v2";
@@ -328,6 +328,11 @@ impl ApprovalFailure {
                 "the approval token was already used; an approval runs one call once"
             }
         }
+    }
+
+    /// The result of `call` refused for this failure: its code and fixed message, no usage.
+    pub fn refusal(&self, call: &ToolCall) -> ToolResult {
+        ToolResult::failed(call, self.code(), self.message(), Usage::default())
     }
 
     fn invalid(reason: impl Into<String>) -> Self {

@@ -104,14 +104,12 @@ impl Runtime {
             Err(failure) => {
                 // Each failure has its own code and a fixed model-safe message; the reason
                 // (which check, for the operator) goes to the ledger only.
-                let code = failure.code();
-                journal.note(Stage::Approve, code.as_str(), &failure.to_string());
-                Err(Box::new(ToolResult::failed(
-                    call,
-                    code,
-                    failure.message(),
-                    Usage::default(),
-                )))
+                journal.note(
+                    Stage::Approve,
+                    failure.code().as_str(),
+                    &failure.to_string(),
+                );
+                Err(Box::new(failure.refusal(call)))
             }
         }
     }

@@ -6,7 +6,6 @@ use rmcp::model::{CallToolRequestParams, ClientCapabilities, ErrorData};
 use rmcp::service::{RequestContext, RoleServer};
 
 use super::mrtr::Resumed;
-use crate::contract::{ToolCall, ToolResult, Usage};
 use crate::policy::ApprovalFailure;
 use crate::Runtime;
 
@@ -24,11 +23,6 @@ pub(super) fn approved(runtime: &Runtime, resumed: &Resumed) -> Result<String, A
             }
         }
     })
-}
-
-/// A call refused at the approve stage for `failure`, with its fixed model-safe message.
-pub(super) fn approval_refused(call: &ToolCall, failure: &ApprovalFailure) -> ToolResult {
-    ToolResult::failed(call, failure.code(), failure.message(), Usage::default())
 }
 
 /// The JSON-RPC error a retry with an unusable `requestState` gets: `-32602`, the approval

@@ -279,7 +279,7 @@ fn removed_in_2026(method: &str, request: &Value) -> bool {
     let version = request
         .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
         .and_then(Value::as_str);
-    REMOVED_IN_2026.contains(&method) && version.is_some_and(|v| v >= "2026-07-28")
+    REMOVED_IN_2026.contains(&method) && version.is_some_and(super::stateless::is_stateless_version)
 }
 
 /// Check one HTTP POST body: [`check_frame`], except that an empty body is a parse error

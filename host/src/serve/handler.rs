@@ -26,8 +26,7 @@ use tokio_util::task::TaskTracker;
 
 pub use super::approvals::APPROVAL_TOKEN_META;
 use super::approvals::{
-    approval_refused, approval_token, approved, form_elicitation, state_refused,
-    supports_form_elicitation,
+    approval_token, approved, form_elicitation, state_refused, supports_form_elicitation,
 };
 use super::config::Identity;
 use super::elicit::ElicitingApprover;
@@ -329,7 +328,7 @@ impl ServerHandler for Session {
             Some((r, Answer::Approve)) => match approved(&runtime, r) {
                 Ok(token) => Some(token),
                 Err(failure) => {
-                    let refused = approval_refused(&call, &failure);
+                    let refused = failure.refusal(&call);
                     let r = runtime
                         .refuse_at(&ctx, &call, Stage::Approve, refused)
                         .await;

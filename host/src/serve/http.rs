@@ -5,15 +5,16 @@
 //! when tokens are configured a bearer token whose hash is in the config (401 otherwise), and
 //! the session's owner (`sessions.rs`: 404 for another identity's session, 400 for a
 //! handshake-era request outside a session, 429 past the session caps). A 2026-07-28 request
-//! has no session: it passes on to rmcp, which serves it statelessly (`stateless.rs`). GET event streams are bounded by
-//! `streams.rs`. rmcp then checks `Host` (and `Origin`) against the allowlists (403), which
+//! has no session: it passes on to rmcp, which serves it statelessly (`stateless.rs`). GET
+//! event streams are bounded by `streams.rs`. rmcp then checks `Host` (and `Origin`) against the allowlists (403), which
 //! stops DNS rebinding. Binding anything but loopback needs tokens.
 //!
 //! A POST body is read whole (at most [`MAX_REQUEST_BODY_BYTES`], 413 past it) and checked by
 //! `check_body` like a stdio line before rmcp parses it (`http/post.rs`, which also tells
 //! `initialize`, a 2026-07-28 request and a session's request apart): a bad message is
 //! answered 400 with its JSON-RPC error as the body, never left to hang or to rmcp's plain-text
-//! 415. A body must arrive within [`BODY_READ_TIMEOUT`] (408 otherwise). Every accepted socket has `TCP_NODELAY`.
+//! 415. A body must arrive within [`BODY_READ_TIMEOUT`] (408 otherwise). Every accepted socket
+//! has `TCP_NODELAY`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -37,7 +37,13 @@ const RUN_DOMAIN: &str = "toolhost.mcp.run.v1";
 /// connection chose) is 2026-07-28 or later.
 pub fn is_stateless(cx: &RequestContext<RoleServer>) -> bool {
     cx.protocol_version()
-        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+        .is_some_and(|v| is_stateless_version(v.as_str()))
+}
+
+/// Whether a protocol version is 2026-07-28 or later, the revisions without sessions (dates
+/// compare as strings).
+pub fn is_stateless_version(version: &str) -> bool {
+    version >= ProtocolVersion::V_2026_07_28.as_str()
 }
 
 /// The run and call id of one stateless request.

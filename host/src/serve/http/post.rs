@@ -4,10 +4,11 @@
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, GetMeta, ProtocolVersion};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, GetMeta};
 
 use super::{plain, Body, BODY_READ_TIMEOUT, MAX_REQUEST_BODY_BYTES};
 use crate::serve::frames::{check_body, Frame, FrameError};
+use crate::serve::stateless::is_stateless_version;
 
 /// What a good POST body asks of the session rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,19 +27,18 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// Whether a message is of the 2026-07-28 revision (see [`Kind::Stateless`]).
 fn is_stateless(message: &ClientJsonRpcMessage, parts: &http::request::Parts) -> bool {
-    let modern = |v: &str| v >= ProtocolVersion::V_2026_07_28.as_str();
     let header = parts
         .headers
         .get(VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(modern);
+        .is_some_and(is_stateless_version);
     let body = match message {
         ClientJsonRpcMessage::Request(r) => {
             matches!(r.request, ClientRequest::DiscoverRequest(_))
                 || r.request
                     .get_meta()
                     .protocol_version()
-                    .is_some_and(|v| modern(v.as_str()))
+                    .is_some_and(|v| is_stateless_version(v.as_str()))
         }
         _ => false,
     };
