@@ -43,5 +43,5 @@ pub use config::Config;
 pub use contract::{Budgets, Code, Risk, RunContext, Status, ToolCall, ToolResult, Usage};
 pub use registry::config::ToolName;
 pub use registry::{Registry, RegistryError, Tool, ToolDefinition};
-pub use runtime::{ApproveError, Diagnostics, Runtime};
+pub use runtime::{ApproveError, Diagnostics, ReconcileError, Runtime};
 pub use sandbox::{EpochMode, Grant, Limits, Sandbox};

@@ -1,7 +1,8 @@
 //! Durability by risk, under `kill -9`: a `read` call is not admitted before it runs, so one
 //! interrupted by a crash runs again when resubmitted and is recorded once; a `write` call is
 //! admitted and marked started before it runs, so one interrupted by a crash is closed as
-//! `outcome_unknown` and never runs twice.
+//! `outcome_unknown` and never runs twice — until an operator reconciles it, and then it
+//! replays what the operator recorded.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -161,6 +162,104 @@ fn a_write_killed_mid_call_is_outcome_unknown_and_never_runs_twice() {
     let recorded = calls(cfg);
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert_eq!(recorded[0]["status"], json!("outcome_unknown"));
+}
+
+/// `toolhost reconcile record` for a killed write: an output that breaks the tool's output
+/// schema is refused (exit 2); a valid one is recorded, and the replay answers it, marked
+/// reconciled, without running; a second reconciliation is refused (exit 1); the ledger keeps
+/// `outcome_unknown` with its `recover` event and the `reconcile` event after it.
+#[test]
+fn a_killed_write_is_reconciled_by_an_operator_and_replays_that() {
+    let server = held_server();
+    let (_d, cfg) = config(server.port, "write");
+    let cfg = cfg.to_str().unwrap();
+    let args = format!(r#"{{"url":"http://127.0.0.1:{}/w"}}"#, server.port);
+    let mut child = start_held_call(&server, cfg, &args);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let unknown = toolhost(&call_args(cfg, &args)).json();
+    assert_eq!(unknown["status"], json!("outcome_unknown"), "{unknown}");
+
+    let list = toolhost(&["reconcile", "--config", cfg, "list"]);
+    assert_eq!(list.status, 0, "{}", list.stderr);
+    let waiting = list.json();
+    assert_eq!(waiting.as_array().map(Vec::len), Some(1), "{waiting}");
+    assert_eq!(waiting[0]["call_id"], json!("c1"));
+
+    let record = |output: &str| {
+        toolhost(&[
+            "reconcile",
+            "--config",
+            cfg,
+            "record",
+            "--run",
+            "R",
+            "--call",
+            "c1",
+            "completed",
+            "--output",
+            output,
+            "--by",
+            "ops",
+            "--why",
+            "the server's log shows a 200",
+        ])
+    };
+    let bad = record(r#"{"status": "ok"}"#);
+    assert_eq!(bad.status, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("output schema"), "{}", bad.stderr);
+    let output = json!({"status": 200, "content-type": null, "body": "done", "truncated": false});
+    let good = record(&output.to_string());
+    assert_eq!(good.status, 0, "{}", good.stderr);
+    let reconciled = good.json();
+    assert_eq!(reconciled["status"], json!("completed"), "{reconciled}");
+    assert!(reconciled["reconciled"]["at_ms"].is_i64(), "{reconciled}");
+
+    let replay = toolhost(&call_args(cfg, &args));
+    assert_eq!(replay.status, 0, "{}", replay.stderr);
+    assert_eq!(replay.json(), reconciled);
+    assert_eq!(replay.json()["output"], output);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 1, "it ran again");
+
+    let again = record(&output.to_string());
+    assert_eq!(again.status, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("already reconciled"),
+        "{}",
+        again.stderr
+    );
+
+    let recorded = calls(cfg);
+    assert_eq!(
+        recorded[0]["status"],
+        json!("outcome_unknown"),
+        "{}",
+        recorded[0]
+    );
+    assert_eq!(recorded[0]["reconciliation"]["operator"], json!("ops"));
+    let events: Vec<(&str, &str)> = recorded[0]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["stage"].as_str().unwrap(),
+                e["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let recover = events.iter().position(|e| e.0 == "recover").unwrap();
+    let reconcile = events.iter().position(|e| e.0 == "reconcile").unwrap();
+    assert_eq!(
+        events[recover],
+        ("recover", "outcome_unknown"),
+        "{events:?}"
+    );
+    assert_eq!(events[reconcile], ("reconcile", "completed"), "{events:?}");
+    assert!(recover < reconcile, "{events:?}");
+    assert_eq!(events.iter().filter(|e| e.0 == "reconcile").count(), 1);
+    let left = toolhost(&["reconcile", "--config", cfg, "list"]).json();
+    assert_eq!(left, json!([]));
 }
 
 /// A read call's claim is held while it executes; if its future is dropped (a front door gave

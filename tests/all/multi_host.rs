@@ -281,10 +281,11 @@ fn pg_an_approval_token_is_single_use_across_hosts() {
 
 /// A host killed (`kill -9`) in the middle of a write: once its lease passes (3 s here) another
 /// host closes the call as `outcome_unknown` — the same id sent to it answers that, and never
-/// runs again — while a third host serves its own call meanwhile.
+/// runs again — while a third host serves its own call meanwhile. An operator on a fourth
+/// host reconciles it; two more hosts replay the reconciliation, and a second one is refused.
 #[test]
 #[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
-fn pg_a_killed_hosts_call_ends_outcome_unknown_once_its_lease_passes() {
+fn pg_a_killed_hosts_call_ends_outcome_unknown_and_is_reconciled_elsewhere() {
     let schema = Schema::new();
     let srv = server(Duration::ZERO, true);
     let (_d, cfg) = config(&schema, srv.port, "", "");
@@ -326,6 +327,58 @@ fn pg_a_killed_hosts_call_ends_outcome_unknown_once_its_lease_passes() {
         .collect();
     assert_eq!(k1.len(), 1);
     assert_eq!(k1[0]["status"], json!("outcome_unknown"));
+
+    // An operator on yet another host records what k1 did; every host replays that.
+    let output = json!({"status": 200, "content-type": null, "body": "k1", "truncated": false});
+    let record = toolhost(&[
+        "reconcile",
+        "--config",
+        &cfg,
+        "record",
+        "--run",
+        "R",
+        "--call",
+        "k1",
+        "completed",
+        "--output",
+        &output.to_string(),
+        "--by",
+        "ops",
+        "--why",
+        "the server saw it",
+    ]);
+    assert_eq!(record.status, 0, "{}", record.stderr);
+    let replays = at_once(vec![
+        call_command(&cfg, "k1", &url, None),
+        call_command(&cfg, "k1", &url, None),
+    ]);
+    for r in &replays {
+        assert_eq!(r, &record.json(), "{r}");
+        assert_eq!(r["output"], output);
+    }
+    assert_eq!(srv.requests.load(Ordering::SeqCst), 2, "k1 never ran again");
+    let again = toolhost(&[
+        "reconcile",
+        "--config",
+        &cfg,
+        "record",
+        "--run",
+        "R",
+        "--call",
+        "k1",
+        "confirmed-not-run",
+        "--by",
+        "ops",
+        "--why",
+        "second thoughts",
+    ]);
+    assert_eq!(again.status, 1, "{}", again.stderr);
+    let k1 = ledger(&cfg)
+        .into_iter()
+        .find(|c| c["call_id"] == json!("k1"))
+        .unwrap();
+    assert_eq!(k1["status"], json!("outcome_unknown"));
+    assert_eq!(k1["reconciliation"]["status"], json!("completed"), "{k1}");
 }
 
 /// A loopback TCP proxy in front of the PostgreSQL server, which the test can take down (every

@@ -93,6 +93,10 @@ pub(super) async fn run(command: Command) -> ExitCode {
             };
             super::approve::approve(&rt, &handle, arguments.as_deref(), yes)
         }
+        Command::Reconcile { source, action } => match load(&source) {
+            Ok(rt) => super::reconcile::reconcile(&rt, action),
+            Err(code) => code,
+        },
         Command::Ledger { source, run } => {
             let rt = match load(&source) {
                 Ok(rt) => rt,

@@ -12,6 +12,7 @@
 //! - `commands`: one arm per command, and the helpers they share;
 //! - `frontends`: `serve` (MCP) and `agent` (the model loop);
 //! - `proposals`: `call`'s arguments and `batch`'s file, parsed strictly;
+//! - `reconcile`: listing and reconciling calls that ended `outcome_unknown`;
 //! - `author`, `scaffold`: the tool author's `embed-wit` and `new`.
 
 /// `println!` that does not panic when stdout is closed (`toolhost tools | head`): what cannot
@@ -32,6 +33,7 @@ mod author;
 mod commands;
 mod frontends;
 mod proposals;
+mod reconcile;
 mod scaffold;
 
 use std::path::PathBuf;
@@ -139,6 +141,14 @@ pub enum Command {
         /// Only this run.
         #[arg(long)]
         run: Option<String>,
+    },
+    /// Calls whose outcome the host lost (`outcome_unknown`): list them, and record what one
+    /// really did once an operator has checked.
+    Reconcile {
+        #[command(flatten)]
+        source: Source,
+        #[command(subcommand)]
+        action: reconcile::Action,
     },
     /// Serve every configured tool over MCP: stdio by default (exits when stdin closes), or
     /// Streamable HTTP on `--http ADDR` (path /mcp; loopback unless tokens are configured).

@@ -94,6 +94,9 @@ wire_enum! {
         CancelledAfterStart = "cancelled_after_start",
         /// The host could not set the call up (not the guest's fault); see the diagnostic log.
         HostError = "host_error",
+        /// An operator checked a call whose outcome the host lost and confirmed that it never
+        /// took effect (`toolhost reconcile`).
+        ConfirmedNotRun = "confirmed_not_run",
     }
 }
 
@@ -110,6 +113,8 @@ wire_enum! {
         Check = "check",
         Record = "record",
         Recover = "recover",
+        /// An operator's record of what a call that ended `outcome_unknown` really did.
+        Reconcile = "reconcile",
     }
 }
 
@@ -185,6 +190,18 @@ pub struct ToolResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalNeeded>,
     pub usage: Usage,
+    /// Set when this is not what the host saw but what an operator recorded for a call whose
+    /// outcome the host lost (`toolhost reconcile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciled: Option<Reconciled>,
+}
+
+/// An operator's record of a call that ended `outcome_unknown`: the result it carries is the
+/// operator's claim, checked against the tool's output schema, not an observation of the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reconciled {
+    /// When the operator recorded it (unix milliseconds, the ledger's clock).
+    pub at_ms: i64,
 }
 
 impl ToolResult {
@@ -200,6 +217,7 @@ impl ToolResult {
             diagnostic_id: None,
             approval: None,
             usage,
+            reconciled: None,
         }
     }
 
@@ -215,6 +233,7 @@ impl ToolResult {
             diagnostic_id: None,
             approval: None,
             usage,
+            reconciled: None,
         }
     }
 }

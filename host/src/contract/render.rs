@@ -82,9 +82,14 @@ impl ToolResult {
         let name = clip(&self.tool, 64).0;
         let id = clip(&self.call_id, 128).0;
         format!(
-            "<{tag} tool=\"{}\" call_id=\"{}\" status=\"{status}\" trust=\"untrusted\"{}>\n{body}\n</{tag}>",
+            "<{tag} tool=\"{}\" call_id=\"{}\" status=\"{status}\"{} trust=\"untrusted\"{}>\n{body}\n</{tag}>",
             frame::escape_attribute(name),
             frame::escape_attribute(id),
+            if self.reconciled.is_some() {
+                " reconciled=\"true\""
+            } else {
+                ""
+            },
             if cut { " truncated=\"true\"" } else { "" },
             tag = frame::FRAME_TAG,
         )

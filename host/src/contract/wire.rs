@@ -89,7 +89,7 @@ mod tests {
         round_trips(Status::ALL, |s| s.as_str());
         round_trips(Stage::ALL, |s| s.as_str());
         round_trips(Decision::ALL, |d| d.as_str());
-        assert_eq!(Code::ALL.len(), 25);
+        assert_eq!(Code::ALL.len(), 26);
         assert_eq!(Status::ALL.len(), 4);
         assert_eq!(Stage::from_wire("authorize"), Some(Stage::Authorize));
     }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Barrier};
 use serde_json::{json, Value};
 
 use super::journal_tests::*;
+use super::reconcile_tests::*;
 use super::*;
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
 
@@ -157,6 +158,11 @@ contract!(
     an_unanswered_claim_on_a_new_id_is_a_conflict,
     another_callers_claim_is_foreign,
     a_dropped_journal_releases_its_claim,
+    a_reconciled_call_replays_the_operators_record,
+    failed_and_not_run_reconciliations_replay_their_codes,
+    only_a_lost_call_is_reconciled,
+    concurrent_reconciliations_keep_one,
+    lost_calls_are_listed_for_an_operator,
 );
 
 pub(super) fn call(id: &str, args: Value) -> ToolCall {
@@ -233,7 +239,7 @@ fn new_then_replay_returns_the_recorded_result(site: &dyn Site) {
     result.diagnostic_id = Some("diag-1".into());
     l.finish("r", "c1", &result).unwrap();
 
-    assert_eq!(admit(&l, "r", &c1), Admission::Replay(result));
+    assert_eq!(admit(&l, "r", &c1), Admission::Replay(Box::new(result)));
     assert_eq!(
         stages(&l, "r", "c1"),
         [
@@ -309,7 +315,7 @@ fn conflict_does_not_overwrite_the_original(site: &dyn Site) {
     // After it finished.
     assert_eq!(admit(&l, "r", &other), Admission::Conflict);
 
-    assert_eq!(admit(&l, "r", &orig), Admission::Replay(result));
+    assert_eq!(admit(&l, "r", &orig), Admission::Replay(Box::new(result)));
     let recs = l.calls(Some("r")).unwrap();
     assert_eq!(recs.len(), 1);
     let rec = &recs[0];
@@ -340,7 +346,7 @@ fn finish_exactly_once(site: &dyn Site) {
         l.mark_started("r", "c"),
         Err(LedgerError::AlreadyFinished { .. })
     ));
-    assert_eq!(admit(&l, "r", &c), Admission::Replay(first));
+    assert_eq!(admit(&l, "r", &c), Admission::Replay(Box::new(first)));
     let rec = &l.calls(None).unwrap()[0];
     assert_eq!(rec.code, Some(Code::FuelExhausted));
     assert_eq!(rec.usage, Some(usage()));
@@ -420,7 +426,10 @@ fn recovery_closes_open_calls_as_outcome_unknown(site: &dyn Site) {
             Err(LedgerError::AlreadyFinished { .. })
         ));
     }
-    assert_eq!(admit(&l, "r", &done), Admission::Replay(done_result));
+    assert_eq!(
+        admit(&l, "r", &done),
+        Admission::Replay(Box::new(done_result))
+    );
     let s = stages(&l, "r", "s");
     assert_eq!(s[1], ("recover".to_string(), "outcome_unknown".to_string()));
 }
@@ -459,7 +468,7 @@ fn reopened_ledger_replays_a_completed_call(site: &dyn Site) {
     site.stop(l);
 
     let l = site.open(LedgerOptions::default());
-    assert_eq!(admit(&l, "r", &c), Admission::Replay(result));
+    assert_eq!(admit(&l, "r", &c), Admission::Replay(Box::new(result)));
     // Admission order goes on after a restart (PostgreSQL's sequence may leave gaps).
     let Admission::New { seq } = admit(&l, "r", &call("c2", json!(1))) else {
         panic!("a new call")
@@ -678,7 +687,7 @@ fn late_admission_yields_to_an_earlier_one(site: &dyn Site) {
     let mine = ToolResult::completed(&c, json!("mine"), usage());
     assert_eq!(
         second.admit_finished("r", "c", &opening, &mine).unwrap(),
-        Admission::Replay(result.clone())
+        Admission::Replay(Box::new(result.clone()))
     );
     assert_eq!(second.outcome("r", "c").unwrap(), Some(result));
     assert_eq!(
@@ -766,7 +775,10 @@ fn repeated_admissions_are_capped(site: &dyn Site) {
     let running = call("running", json!(2));
     admit(&l, "r", &running);
     for i in 0..1500 {
-        assert_eq!(admit(&l, "r", &done), Admission::Replay(result.clone()));
+        assert_eq!(
+            admit(&l, "r", &done),
+            Admission::Replay(Box::new(result.clone()))
+        );
         // Conflicts land on the running call's record.
         let other = call("running", json!(1000 + i));
         assert_eq!(admit(&l, "r", &other), Admission::Conflict);

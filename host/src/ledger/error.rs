@@ -62,6 +62,24 @@ pub enum LedgerError {
     #[error("ledger commit failed: {0}")]
     Commit(String),
 
+    /// Only a call that ended `outcome_unknown` can be reconciled; this one ended otherwise (or
+    /// has no outcome yet). Nothing was written.
+    #[error("call {run_id}/{call_id} ended {ended}, not outcome_unknown: only a call whose outcome the host lost can be reconciled")]
+    NotOutcomeUnknown {
+        run_id: String,
+        call_id: String,
+        ended: String,
+    },
+
+    /// The call was reconciled before; its first reconciliation stands. Nothing was written.
+    #[error("call {run_id}/{call_id} is already reconciled; a reconciliation is never replaced")]
+    AlreadyReconciled { run_id: String, call_id: String },
+
+    /// A reconciliation the ledger refuses as given (an empty reason, a code that cannot
+    /// describe it). Nothing was written.
+    #[error("reconciliation refused: {0}")]
+    BadReconciliation(String),
+
     /// A stored row does not decode (hand-edited or damaged file).
     #[error("ledger record is corrupt: {0}")]
     Corrupt(String),
@@ -89,6 +107,14 @@ impl LedgerError {
     /// `UnknownCall` for `(run_id, call_id)`.
     pub(crate) fn unknown(run_id: &str, call_id: &str) -> Self {
         LedgerError::UnknownCall {
+            run_id: run_id.to_owned(),
+            call_id: call_id.to_owned(),
+        }
+    }
+
+    /// `AlreadyReconciled` for `(run_id, call_id)`.
+    pub(crate) fn reconciled(run_id: &str, call_id: &str) -> Self {
+        LedgerError::AlreadyReconciled {
             run_id: run_id.to_owned(),
             call_id: call_id.to_owned(),
         }

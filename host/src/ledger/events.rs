@@ -67,6 +67,22 @@ pub struct CallRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
     pub events: Vec<EventRecord>,
+    /// What an operator recorded for a call that ended `outcome_unknown`, if anyone did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciliation: Option<ReconciliationRecord>,
+}
+
+/// A reconciliation as the call listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconciliationRecord {
+    pub status: Status,
+    pub code: Option<Code>,
+    pub output_digest: Option<String>,
+    pub output_size: Option<u64>,
+    pub operator: String,
+    pub why: String,
+    /// Unix milliseconds.
+    pub at_ms: i64,
 }
 
 /// A stage decision not yet committed: it goes into the call's next state change
@@ -169,14 +185,54 @@ pub(crate) fn approval_digests(events: &[PendingEvent]) -> impl Iterator<Item = 
         .map(|e| e.detail.as_str())
 }
 
-/// The columns of the call listing, for `FROM calls c LEFT JOIN call_content cc` (the same in
-/// both backends; [`RawCall`] takes them in this order).
+/// The columns of the call listing, for [`CALL_JOINS`] (the same in both backends; [`RawCall`]
+/// takes them in this order).
 pub(crate) const CALL_COLUMNS: &str =
     "c.seq, c.run_id, c.call_id, c.tool, c.state, c.args_digest, c.args_size,
      c.admitted_at_ms, c.started_at_ms,
      c.status, c.code, c.message, c.diagnostic_id, c.output_digest, c.output_size,
      c.fuel_consumed, c.wall_ms, c.memory_peak_bytes, c.output_bytes,
-     c.finished_at_ms, cc.arguments_json, c.events";
+     c.finished_at_ms, cc.arguments_json, c.events,
+     r.status, r.code, r.output_digest, r.output_size, r.operator, r.why, r.at_ms";
+
+/// The tables [`CALL_COLUMNS`] are read from.
+pub(crate) const CALL_JOINS: &str = "calls c
+     LEFT JOIN call_content cc ON cc.run_id = c.run_id AND cc.call_id = c.call_id
+     LEFT JOIN reconciliations r ON r.run_id = c.run_id AND r.call_id = c.call_id";
+
+/// The reconciliation columns of [`CALL_COLUMNS`] as stored, whichever backend read them.
+pub(crate) struct RawReconciliation {
+    pub(crate) status: Option<String>,
+    pub(crate) code: Option<String>,
+    pub(crate) output_digest: Option<String>,
+    pub(crate) output_size: Option<i64>,
+    pub(crate) operator: Option<String>,
+    pub(crate) why: Option<String>,
+    pub(crate) at_ms: Option<i64>,
+}
+
+impl RawReconciliation {
+    /// The record, if the call has one (its columns are all NULL otherwise).
+    fn into_record(self) -> Result<Option<ReconciliationRecord>, LedgerError> {
+        let (Some(status), Some(operator), Some(why), Some(at_ms)) =
+            (self.status, self.operator, self.why, self.at_ms)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(ReconciliationRecord {
+            status: parse_name("reconciled status", &status)?,
+            code: parse_code(self.code.as_deref())?,
+            output_digest: self.output_digest,
+            output_size: self
+                .output_size
+                .map(|n| from_sql_u64("reconciled output size", n))
+                .transpose()?,
+            operator,
+            why,
+            at_ms,
+        }))
+    }
+}
 
 /// One row of the call listing ([`CALL_COLUMNS`]) as stored, whichever backend read it.
 pub(crate) struct RawCall {
@@ -200,6 +256,7 @@ pub(crate) struct RawCall {
     pub(crate) finished_at_ms: Option<i64>,
     pub(crate) arguments: Option<String>,
     pub(crate) events: String,
+    pub(crate) reconciliation: RawReconciliation,
 }
 
 impl RawCall {
@@ -251,6 +308,7 @@ impl RawCall {
                 })
                 .transpose()?,
             events: parse_events(&self.events)?,
+            reconciliation: self.reconciliation.into_record()?,
         })
     }
 }

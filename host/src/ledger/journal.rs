@@ -213,7 +213,7 @@ impl Ledger {
     /// What an admission that is not `New` means for `call`.
     async fn held(&self, call: &OpenCall, admission: Admission, inline: Inline) -> Held {
         match admission {
-            Admission::Replay(recorded) => Held::Replay(Box::new(recorded)),
+            Admission::Replay(recorded) => Held::Replay(recorded),
             Admission::InFlight => Held::InFlight,
             Admission::New { .. } => Held::Reused,
             Admission::Conflict => self.conflict(call, inline).await,

@@ -19,7 +19,8 @@
 //! ([`Held`]). [`Ledger::admit_started`] and [`Ledger::admit_finished`] are the same late
 //! admission as one synchronous call. At startup, [`Ledger::recover`] closes the calls a
 //! previous process left running as `outcome_unknown`: they are never run again, and a retry
-//! replays that outcome.
+//! replays that outcome — until an operator reconciles it ([`Ledger::reconcile`],
+//! `reconcile.rs`): then it replays what the operator recorded, marked as reconciled.
 //!
 //! # What is stored
 //!
@@ -69,6 +70,9 @@
 //!   (one database, many hosts: budgets, rates and leases in the database); `null.rs`, which
 //!   records nothing, for benchmarks.
 //!
+//! `reconcile.rs` is the facade's operator side: what an operator records for a call that
+//! ended `outcome_unknown`, beside the original (`verdicts.rs` has its values).
+//!
 //! Over the facade, the call's own state: `journal.rs` (a call between its commits),
 //! `claims.rs` (this process's claims on ids admitted late), `owner.rs` (which caller an id
 //! is bound to) and `owed.rs` (outcomes an outage kept out).
@@ -88,11 +92,13 @@ mod outcome;
 mod owed;
 mod owner;
 mod postgres;
+mod reconcile;
 mod recovery;
 mod sqlite;
 mod store;
 mod tokens;
 mod transcript;
+mod verdicts;
 mod write;
 
 #[cfg(test)]
@@ -105,6 +111,8 @@ mod crash_tests;
 mod group_tests;
 #[cfg(test)]
 mod journal_tests;
+#[cfg(test)]
+mod reconcile_tests;
 
 use std::path::Path;
 use std::time::Duration;
@@ -114,6 +122,7 @@ pub use codec::digest_bytes;
 pub(crate) use codec::now_ms;
 pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;
+pub use events::ReconciliationRecord;
 pub use events::{CallRecord, CallState, EventRecord, PendingEvent, MAX_APPENDED_EVENTS_CHARS};
 pub use group::{GroupStats, Inline, MAX_GROUP};
 pub use journal::{Held, Journal, OpenCall, Unfinished};
@@ -126,6 +135,9 @@ pub use postgres::PgConfig;
 pub(crate) use sqlite::SqliteBackend;
 pub use store::{LedgerOptions, TokenSpend, TranscriptEntry};
 pub use transcript::MAX_TRANSCRIPT_DETAIL;
+pub use verdicts::{
+    Reconciliation, UnknownFilter, Verdict, MAX_LISTED_UNKNOWN, MAX_RECONCILE_TEXT_BYTES,
+};
 pub use write::{Admission, Applied, Backend, CallKey, Write};
 
 use store::Store;

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use super::events::CallRecord;
 use super::limits::{Budget, MemoryLimits};
 use super::store::{ready, Pending, Store, TokenSpend, TranscriptEntry};
+use super::verdicts::{Settled, UnknownFilter};
 use super::write::{Admission, Applied, Backend, Write};
 use super::LedgerError;
 use crate::contract::{Budgets, ToolResult};
@@ -93,6 +94,18 @@ impl Store for NullStore {
 
     fn calls(&self, _run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
         Ok(Vec::new())
+    }
+
+    fn call(&self, _run_id: &str, _call_id: &str) -> Result<Option<CallRecord>, LedgerError> {
+        Ok(None)
+    }
+
+    fn unknown_calls(&self, _filter: &UnknownFilter) -> Result<Vec<CallRecord>, LedgerError> {
+        Ok(Vec::new())
+    }
+
+    fn reconcile(&self, run_id: &str, call_id: &str, _: &Settled) -> Result<(), LedgerError> {
+        Err(LedgerError::unknown(run_id, call_id))
     }
 
     fn consume_token(

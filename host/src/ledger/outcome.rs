@@ -6,7 +6,9 @@ use super::events::event_lines;
 use sha2::{Digest, Sha256};
 
 use super::LedgerError;
-use crate::contract::{ApprovalNeeded, Code, Decision, Stage, Status, ToolCall, ToolResult, Usage};
+use crate::contract::{
+    ApprovalNeeded, Code, Decision, Reconciled, Stage, Status, ToolCall, ToolResult, Usage,
+};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -87,6 +89,11 @@ impl Outcome {
         self
     }
 
+    /// What its `record` event says: the code, and the output's digest and size.
+    pub(super) fn detail(&self) -> &str {
+        &self.detail
+    }
+
     /// The `record` event of this outcome, at `now`.
     pub(super) fn record_line(&self, now: i64) -> Result<String, LedgerError> {
         event_lines([(
@@ -143,6 +150,7 @@ fn stored_json(result: &ToolResult, output: Option<&RawValue>) -> Result<String,
         diagnostic_id,
         approval,
         usage,
+        reconciled,
     } = result;
     let stored = StoredResult {
         call_id,
@@ -154,6 +162,7 @@ fn stored_json(result: &ToolResult, output: Option<&RawValue>) -> Result<String,
         diagnostic_id: diagnostic_id.as_deref(),
         approval: approval.as_ref(),
         usage,
+        reconciled: reconciled.as_ref(),
     };
     Ok(serde_json::to_string(&stored)?)
 }
@@ -174,6 +183,8 @@ struct StoredResult<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     approval: Option<&'a ApprovalNeeded>,
     usage: &'a Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reconciled: Option<&'a Reconciled>,
 }
 
 /// The model-safe message of a call that recovery closed.
@@ -253,7 +264,10 @@ mod tests {
             handle: "h".into(),
             expires_at: 5,
         });
+        let mut reconciled = completed(json!({"charge": "ch_1"}));
+        reconciled.reconciled = Some(crate::contract::Reconciled { at_ms: 17 });
         let results = [
+            reconciled,
             completed(json!(null)),
             completed(json!({"z": [1, 2.5, "x\n\u{2028}"], "a": {"é": true}})),
             completed(json!((0..500)

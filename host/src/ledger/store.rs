@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::CallRecord;
 use super::limits::Budget;
+use super::verdicts::{Settled, UnknownFilter};
 use super::write::Backend;
 use super::LedgerError;
 use crate::contract::{Budgets, ToolResult};
@@ -102,6 +103,17 @@ pub(crate) trait Store: Send + Sync {
 
     /// Every call (of one run, or of all) in admission order, with its events.
     fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError>;
+
+    /// One call as the listing shows it, if it was admitted.
+    fn call(&self, run_id: &str, call_id: &str) -> Result<Option<CallRecord>, LedgerError>;
+
+    /// The calls that ended `outcome_unknown` that `filter` selects, oldest first.
+    fn unknown_calls(&self, filter: &UnknownFilter) -> Result<Vec<CallRecord>, LedgerError>;
+
+    /// Store `settled` as the one reconciliation of a call that ended `outcome_unknown`, with
+    /// its `reconcile` event, in one transaction: `AlreadyReconciled` (nothing written) if it
+    /// has one, `NotOutcomeUnknown` if it did not end so, `UnknownCall` if never admitted.
+    fn reconcile(&self, run_id: &str, call_id: &str, settled: &Settled) -> Result<(), LedgerError>;
 
     /// Spend a single-use token (see `tokens.rs`).
     fn consume_token(

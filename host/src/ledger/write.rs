@@ -20,8 +20,9 @@ pub enum Admission {
     /// PostgreSQL's sequence may skip values).
     New { seq: i64 },
     /// The same call (same tool, same argument digest) already ended: return this recorded
-    /// result exactly, and do not run it again.
-    Replay(ToolResult),
+    /// result exactly, and do not run it again. Boxed: a result is large, and admissions are
+    /// mostly `New`.
+    Replay(Box<ToolResult>),
     /// The same call was admitted and has no outcome yet: it is running (or a host stopped
     /// while running it and `recover` has not closed it yet). Do not run it again.
     InFlight,

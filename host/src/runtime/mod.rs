@@ -14,6 +14,7 @@ mod clock;
 mod limits;
 mod owner;
 mod pipeline;
+mod reconcile;
 mod record;
 mod validate;
 
@@ -29,6 +30,7 @@ use guards::{Concurrency, RateLimiter};
 pub use clock::Clock;
 pub use diagnostics::Diagnostics;
 pub use pipeline::MAX_WAITING_DUPLICATES;
+pub use reconcile::ReconcileError;
 
 /// Largest serialized argument object accepted, checked before anything else looks at it.
 pub const MAX_INPUT_BYTES: usize = 1 << 20;

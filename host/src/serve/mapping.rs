@@ -76,13 +76,18 @@ pub fn mcp_tool(tool: &HostTool) -> Tool {
 /// code is in the text block too (`status="failed (CODE)"`), for clients that show only text.
 pub const FAILURE_META: &str = "toolhost/failure";
 
+/// The `_meta` key that marks a result an operator recorded (`toolhost reconcile`) for a call
+/// whose outcome the host lost, with when (`{"at_ms": …}`).
+pub const RECONCILED_META: &str = "toolhost/reconciled";
+
 /// A terminal result as `tools/call` returns it: completed calls carry the output as
 /// structured content; every failure is `isError` with `{status, code, message, call_id}` under
 /// `_meta` ([`FAILURE_META`]) and no structured content — never a protocol error. The text
-/// block is the bounded, untrusted-labelled model rendering. Its `resultType` is `complete`.
+/// block is the bounded, untrusted-labelled model rendering. Its `resultType` is `complete`. A
+/// reconciled result says so under `_meta` ([`RECONCILED_META`]) and in the text block.
 pub fn call_result(result: &ToolResult, wrap: bool) -> CallToolResult {
     let text = result.model_message(DEFAULT_MODEL_MESSAGE_BYTES);
-    let value = match (&result.status, &result.output) {
+    let mut value = match (&result.status, &result.output) {
         (Status::Completed, Some(out)) => {
             let content = if wrap {
                 json!({ WRAPPED_RESULT: out })
@@ -101,6 +106,9 @@ pub fn call_result(result: &ToolResult, wrap: bool) -> CallToolResult {
             "_meta": { FAILURE_META: failure_content(result) },
         }),
     };
+    if let Some(r) = &result.reconciled {
+        value["_meta"][RECONCILED_META] = json!({ "at_ms": r.at_ms });
+    }
     let mut result: CallToolResult =
         serde_json::from_value(value).expect("a rendered result is a valid MCP result");
     // 2026-07-28 names every result's type; rmcp strips it for a handshake-era peer.
@@ -189,6 +197,36 @@ mod tests {
             text.contains("status=\"failed (invalid_arguments)\""),
             "{text}"
         );
+    }
+
+    /// A reconciled result is marked under `_meta` and in the text frame, completed or not;
+    /// another result carries no mark.
+    #[test]
+    fn reconciled_results_are_marked() {
+        let mut done = ToolResult::completed(&call(), json!({"a": 1}), Usage::default());
+        let plain = serde_json::to_value(call_result(&done, false)).unwrap();
+        assert!(plain.get("_meta").is_none(), "{plain}");
+        assert!(!plain["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("reconciled"));
+        done.reconciled = Some(crate::contract::Reconciled { at_ms: 42 });
+        let mut not_run =
+            ToolResult::failed(&call(), Code::ConfirmedNotRun, "no", Usage::default());
+        not_run.reconciled = done.reconciled;
+        for r in [done, not_run] {
+            let wire = serde_json::to_value(call_result(&r, false)).unwrap();
+            assert_eq!(
+                wire["_meta"][RECONCILED_META],
+                json!({"at_ms": 42}),
+                "{wire}"
+            );
+            let text = wire["content"][0]["text"].as_str().unwrap();
+            assert!(
+                text.contains(" reconciled=\"true\" trust=\"untrusted\""),
+                "{text}"
+            );
+        }
     }
 
     /// Annotations follow the risk class; the network grant opens the world.

@@ -302,12 +302,12 @@ fn decode(write: &Write, reply: Value) -> Result<Applied, LedgerError> {
                 LedgerError::Corrupt("an admission answered without its seq".into())
             })?,
         },
-        Some("replay") => Admission::Replay(decode_result(
+        Some("replay") => Admission::Replay(Box::new(decode_result(
             reply
                 .get("result")
                 .and_then(Value::as_str)
                 .unwrap_or_default(),
-        )?),
+        )?)),
         Some("in_flight") => Admission::InFlight,
         Some("conflict") => Admission::Conflict,
         _ => {

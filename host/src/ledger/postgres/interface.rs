@@ -7,6 +7,7 @@ use std::path::Path;
 use super::super::limits::Budget;
 use super::super::store::TranscriptEntry;
 use super::super::store::{Pending, Store};
+use super::super::verdicts::{Settled, UnknownFilter};
 use super::super::write::Backend;
 use super::super::{CallRecord, LedgerError, TokenSpend};
 use super::{PgBackend, PgStore};
@@ -63,6 +64,18 @@ impl Store for PgStore {
 
     fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
         PgStore::calls(self, run)
+    }
+
+    fn call(&self, run_id: &str, call_id: &str) -> Result<Option<CallRecord>, LedgerError> {
+        PgStore::call(self, run_id, call_id)
+    }
+
+    fn unknown_calls(&self, filter: &UnknownFilter) -> Result<Vec<CallRecord>, LedgerError> {
+        PgStore::unknown_calls(self, filter)
+    }
+
+    fn reconcile(&self, run_id: &str, call_id: &str, settled: &Settled) -> Result<(), LedgerError> {
+        PgStore::reconcile(self, run_id, call_id, settled)
     }
 
     fn consume_token(

@@ -341,8 +341,66 @@ const SCHEMA_V5: &str = r#"
 ALTER TABLE transcript ADD COLUMN detail TEXT NOT NULL DEFAULT '';
 "#;
 
+/// Version 6: reconciliations (`ledger/reconcile.rs`), as SQLite's version 4: at most one per
+/// call that ended `outcome_unknown`, beside its row, never instead of it. Admission's
+/// `toolhost_decide` replays a reconciled call's reconciliation.
+const SCHEMA_V6: &str = r#"
+CREATE TABLE reconciliations (
+    run_id         TEXT    NOT NULL,
+    call_id        TEXT    NOT NULL,
+    status         TEXT    NOT NULL CHECK (status IN ('completed', 'failed')),
+    code           TEXT,
+    output_digest  TEXT,
+    output_size    BIGINT,
+    result_json    TEXT    NOT NULL,
+    operator       TEXT    NOT NULL,
+    why            TEXT    NOT NULL,
+    at_ms          BIGINT  NOT NULL,
+    PRIMARY KEY (run_id, call_id),
+    FOREIGN KEY (run_id, call_id) REFERENCES calls (run_id, call_id)
+);
+CREATE INDEX calls_unknown ON calls (seq) WHERE status = 'outcome_unknown';
+
+CREATE OR REPLACE FUNCTION toolhost_decide(p_run TEXT, p_call TEXT, k JSONB, p_now BIGINT, p_cap BIGINT,
+                                p_marker TEXT)
+RETURNS JSONB LANGUAGE plpgsql AS $$
+DECLARE
+    v_tool TEXT; v_digest TEXT; v_result TEXT; v_events TEXT; v_lines TEXT[];
+BEGIN
+    SELECT tool, args_digest, result_json, events INTO v_tool, v_digest, v_result, v_events
+    FROM calls WHERE run_id = p_run AND call_id = p_call FOR UPDATE;
+    -- A reconciled call replays what the operator recorded.
+    v_result := COALESCE((SELECT result_json FROM reconciliations
+                          WHERE run_id = p_run AND call_id = p_call), v_result);
+    IF v_tool <> k->>'tool' OR v_digest <> k->>'args_digest' THEN
+        PERFORM toolhost_append(p_run, p_call, toolhost_event_line(p_now, 'admit', 'conflict',
+            format('call id reused for tool %s with arguments sha256 %s, %s bytes (admitted: '
+                   'tool %s, sha256 %s); refused as duplicate_call_id, this call unchanged',
+                   to_json(k->>'tool')::TEXT, k->>'args_digest', k->>'args_size',
+                   to_json(v_tool)::TEXT, v_digest)), p_cap, p_marker);
+        RETURN '{"admission": "conflict"}';
+    END IF;
+    IF v_result IS NOT NULL THEN
+        PERFORM toolhost_append(p_run, p_call, toolhost_event_line(p_now, 'admit', 'replay',
+            'same call again; answered from its recorded outcome, not re-run'), p_cap, p_marker);
+        RETURN jsonb_build_object('admission', 'replay', 'result', v_result);
+    END IF;
+    -- A duplicate may poll admit until the original ends: one event per streak.
+    v_lines := regexp_split_to_array(rtrim(v_events, E'\n'), E'\n');
+    IF strpos(COALESCE(v_lines[array_upper(v_lines, 1)], ''),
+              '"stage":"admit","decision":"in_flight"') = 0 THEN
+        PERFORM toolhost_append(p_run, p_call, toolhost_event_line(p_now, 'admit', 'in_flight',
+            'same call again while it has no outcome yet; not run twice'), p_cap, p_marker);
+    END IF;
+    RETURN '{"admission": "in_flight"}';
+END
+$$;
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
+const MIGRATIONS: &[&str] = &[
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

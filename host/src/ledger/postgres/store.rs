@@ -17,9 +17,8 @@ use tokio_postgres::Client;
 
 use super::super::codec::{decode_result, from_sql_u64, to_sql_u64};
 use super::super::error::check_key;
-use super::super::events::{RawCall, CALL_COLUMNS};
 use super::super::store::TranscriptEntry;
-use super::super::{now_ms, CallRecord, LedgerError};
+use super::super::{now_ms, LedgerError};
 use super::lease::{lease_ms, prune_groups, prune_hosts, recover, renew};
 use super::PgConfig;
 use crate::contract::ToolResult;
@@ -278,7 +277,9 @@ impl PgStore {
             let c = c.get().await?;
             let row = c
                 .query_opt(
-                    "SELECT result_json FROM calls WHERE run_id = $1 AND call_id = $2",
+                    "SELECT COALESCE(r.result_json, c.result_json) FROM calls c
+                     LEFT JOIN reconciliations r ON r.run_id = c.run_id AND r.call_id = c.call_id
+                     WHERE c.run_id = $1 AND c.call_id = $2",
                     &[&r, &k],
                 )
                 .await?;
@@ -394,46 +395,6 @@ impl PgStore {
             )
             .await?
             .map(|row| (row.get(0), row.get(1))))
-        })
-    }
-
-    pub fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
-        let (c, run) = (self.connector(), run.map(str::to_owned));
-        self.run(async move {
-            let c = c.get().await?;
-            let sql = format!(
-                "SELECT {CALL_COLUMNS}
-                 FROM calls c
-                 LEFT JOIN call_content cc ON cc.run_id = c.run_id AND cc.call_id = c.call_id
-                 WHERE $1::TEXT IS NULL OR c.run_id = $1 ORDER BY c.seq"
-            );
-            let rows = c.query(&sql, &[&run]).await?;
-            rows.into_iter()
-                .map(|row| {
-                    RawCall {
-                        seq: row.get(0),
-                        run_id: row.get(1),
-                        call_id: row.get(2),
-                        tool: row.get(3),
-                        state: row.get(4),
-                        args_digest: row.get(5),
-                        args_size: row.get(6),
-                        admitted_at_ms: row.get(7),
-                        started_at_ms: row.get(8),
-                        status: row.get(9),
-                        code: row.get(10),
-                        message: row.get(11),
-                        diagnostic_id: row.get(12),
-                        output_digest: row.get(13),
-                        output_size: row.get(14),
-                        usage: [row.get(15), row.get(16), row.get(17), row.get(18)],
-                        finished_at_ms: row.get(19),
-                        arguments: row.get(20),
-                        events: row.get(21),
-                    }
-                    .into_record()
-                })
-                .collect()
         })
     }
 

@@ -87,6 +87,7 @@ pub(super) fn outcome(call_id: &str) -> Outcome {
         diagnostic_id: None,
         approval: None,
         usage: Default::default(),
+        reconciled: None,
     };
     Outcome::of(&result).unwrap()
 }

@@ -275,6 +275,7 @@ fn insert_content(
 struct Existing {
     tool: String,
     args_digest: String,
+    /// What a replay answers: its reconciliation's result if it has one, else its own.
     result_json: Option<String>,
     events: String,
 }
@@ -286,8 +287,10 @@ fn existing(
 ) -> Result<Option<Existing>, LedgerError> {
     Ok(conn
         .prepare_cached(
-            "SELECT tool, args_digest, result_json, events FROM calls
-             WHERE run_id = ?1 AND call_id = ?2",
+            "SELECT c.tool, c.args_digest, COALESCE(r.result_json, c.result_json), c.events
+             FROM calls c
+             LEFT JOIN reconciliations r ON r.run_id = c.run_id AND r.call_id = c.call_id
+             WHERE c.run_id = ?1 AND c.call_id = ?2",
         )?
         .query_row(params![run_id, call_id], |row| {
             Ok(Existing {
@@ -332,7 +335,7 @@ fn decide(
             Decision::Replay.as_str(),
             "same call again; answered from its recorded outcome, not re-run",
         )?;
-        return Ok(Admission::Replay(result));
+        return Ok(Admission::Replay(Box::new(result)));
     }
     // A duplicate may poll admit until the original ends: one event per streak.
     let last = parse_events(found.events.lines().last().unwrap_or_default())?;

@@ -5,7 +5,7 @@
 //!   checkpointer, and budgets and rates in memory (one host per file); [`open`] makes the store and the writer's own connection.
 //! - `backend.rs`: [`SqliteBackend`], the call path's writes, a group per `BEGIN IMMEDIATE`
 //!   transaction with a savepoint per write.
-//! - `reads.rs`, `writes.rs`, `recovery.rs`: the store's statements; `rows.rs`: the statements
+//! - `reads.rs`, `writes.rs`, `recovery.rs`, `reconcile.rs`: the store's statements; `rows.rs`: the statements
 //!   the writer and the store share.
 //! - `schema.rs`: the connection settings and the versioned migrations; `checkpoint.rs`: the
 //!   thread that keeps the write-ahead log short; `lease.rs`: which processes hold the file.
@@ -16,6 +16,7 @@ mod backend;
 mod checkpoint;
 mod lease;
 mod reads;
+mod reconcile;
 mod recovery;
 mod rows;
 pub(super) mod schema;
@@ -33,6 +34,7 @@ pub use backend::SqliteBackend;
 use super::limits::{Budget, MemoryLimits};
 use super::store::TranscriptEntry;
 use super::store::{ready, Pending, Store};
+use super::verdicts::{Settled, UnknownFilter};
 use super::write::Backend;
 use super::{CallRecord, LedgerError, LedgerOptions, TokenSpend};
 use crate::contract::{Budgets, ToolResult};
@@ -171,6 +173,18 @@ impl Store for SqliteStore {
 
     fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
         reads::calls(&self.conn(), run)
+    }
+
+    fn call(&self, run_id: &str, call_id: &str) -> Result<Option<CallRecord>, LedgerError> {
+        reads::call(&self.conn(), run_id, call_id)
+    }
+
+    fn unknown_calls(&self, filter: &UnknownFilter) -> Result<Vec<CallRecord>, LedgerError> {
+        reads::unknown_calls(&self.conn(), filter)
+    }
+
+    fn reconcile(&self, run_id: &str, call_id: &str, settled: &Settled) -> Result<(), LedgerError> {
+        reconcile::reconcile(&mut self.conn(), run_id, call_id, settled)
     }
 
     fn consume_token(

@@ -4,7 +4,8 @@
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::super::codec::decode_result;
-use super::super::events::{CallRecord, RawCall, CALL_COLUMNS};
+use super::super::events::{CallRecord, RawCall, RawReconciliation, CALL_COLUMNS, CALL_JOINS};
+use super::super::verdicts::UnknownFilter;
 use super::super::LedgerError;
 use crate::contract::ToolResult;
 
@@ -27,7 +28,11 @@ pub(super) fn outcome(
     call_id: &str,
 ) -> Result<Option<ToolResult>, LedgerError> {
     let row: Option<Option<String>> = conn
-        .prepare_cached("SELECT result_json FROM calls WHERE run_id = ?1 AND call_id = ?2")?
+        .prepare_cached(
+            "SELECT COALESCE(r.result_json, c.result_json) FROM calls c
+             LEFT JOIN reconciliations r ON r.run_id = c.run_id AND r.call_id = c.call_id
+             WHERE c.run_id = ?1 AND c.call_id = ?2",
+        )?
         .query_row(params![run_id, call_id], |row| row.get(0))
         .optional()?;
     match row {
@@ -55,15 +60,51 @@ pub(super) fn calls(conn: &Connection, run: Option<&str>) -> Result<Vec<CallReco
     } else {
         "WHERE ?1 IS NULL"
     };
-    let sql = format!(
-        "SELECT {CALL_COLUMNS}
-         FROM calls c
-         LEFT JOIN call_content cc ON cc.run_id = c.run_id AND cc.call_id = c.call_id
-         {filter} ORDER BY c.seq"
-    );
+    let sql = format!("SELECT {CALL_COLUMNS} FROM {CALL_JOINS} {filter} ORDER BY c.seq");
     let mut records = Vec::new();
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut rows = stmt.query([run])?;
+    while let Some(row) = rows.next()? {
+        records.push(call_record(row)?);
+    }
+    Ok(records)
+}
+
+/// One call, if it was admitted.
+pub(super) fn call(
+    conn: &Connection,
+    run_id: &str,
+    call_id: &str,
+) -> Result<Option<CallRecord>, LedgerError> {
+    let sql =
+        format!("SELECT {CALL_COLUMNS} FROM {CALL_JOINS} WHERE c.run_id = ?1 AND c.call_id = ?2");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params![run_id, call_id])?;
+    rows.next()?.map(call_record).transpose()
+}
+
+/// The calls that ended `outcome_unknown` that `filter` selects, oldest first (through the
+/// partial index `calls_unknown`).
+pub(super) fn unknown_calls(
+    conn: &Connection,
+    filter: &UnknownFilter,
+) -> Result<Vec<CallRecord>, LedgerError> {
+    let sql = format!(
+        "SELECT {CALL_COLUMNS} FROM {CALL_JOINS}
+         WHERE c.status = 'outcome_unknown'
+           AND (?1 IS NULL OR c.run_id = ?1) AND (?2 IS NULL OR c.tool = ?2)
+           AND (?3 IS NULL OR c.finished_at_ms <= ?3) AND (?4 OR r.run_id IS NULL)
+         ORDER BY c.seq LIMIT ?5"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params![
+        filter.run,
+        filter.tool,
+        filter.closed_before_ms,
+        filter.include_reconciled,
+        filter.limit
+    ])?;
+    let mut records = Vec::new();
     while let Some(row) = rows.next()? {
         records.push(call_record(row)?);
     }
@@ -92,6 +133,15 @@ fn call_record(row: &Row<'_>) -> Result<CallRecord, LedgerError> {
         finished_at_ms: row.get(19)?,
         arguments: row.get(20)?,
         events: row.get(21)?,
+        reconciliation: RawReconciliation {
+            status: row.get(22)?,
+            code: row.get(23)?,
+            output_digest: row.get(24)?,
+            output_size: row.get(25)?,
+            operator: row.get(26)?,
+            why: row.get(27)?,
+            at_ms: row.get(28)?,
+        },
     }
     .into_record()
 }

@@ -222,8 +222,29 @@ const SCHEMA_V3: &str = r#"
 ALTER TABLE transcript ADD COLUMN detail TEXT NOT NULL DEFAULT '';
 "#;
 
+/// Version 4: reconciliations (`ledger/reconcile.rs`). A call that ended `outcome_unknown`
+/// keeps its row as it is; what an operator recorded for it is a row here, at most one per call
+/// (the primary key). `calls_unknown` lists the calls waiting for one without reading the rest.
+const SCHEMA_V4: &str = r#"
+CREATE TABLE reconciliations (
+    run_id         TEXT    NOT NULL,
+    call_id        TEXT    NOT NULL,
+    status         TEXT    NOT NULL CHECK (status IN ('completed', 'failed')),
+    code           TEXT,
+    output_digest  TEXT,
+    output_size    INTEGER,
+    result_json    TEXT    NOT NULL,           -- what a replay of the call answers from now on
+    operator       TEXT    NOT NULL,           -- who recorded it (operator text)
+    why            TEXT    NOT NULL,
+    at_ms          INTEGER NOT NULL,
+    PRIMARY KEY (run_id, call_id),
+    FOREIGN KEY (run_id, call_id) REFERENCES calls (run_id, call_id)
+) WITHOUT ROWID;
+CREATE INDEX calls_unknown ON calls (seq) WHERE status = 'outcome_unknown';
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
