@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use super::journal_tests::*;
 use super::reconcile_tests::*;
+use super::task_tests::*;
 use super::*;
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
 
@@ -163,6 +164,10 @@ contract!(
     only_a_lost_call_is_reconciled,
     concurrent_reconciliations_keep_one,
     lost_calls_are_listed_for_an_operator,
+    a_task_is_answered_on_every_host_to_its_caller,
+    a_cancel_on_one_host_reaches_the_host_that_runs_it,
+    a_dead_hosts_tasks_are_lost_or_unknown,
+    expired_tasks_are_gone_and_pruned,
 );
 
 pub(super) fn call(id: &str, args: Value) -> ToolCall {

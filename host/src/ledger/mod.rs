@@ -70,6 +70,9 @@
 //!   (one database, many hosts: budgets, rates and leases in the database); `null.rs`, which
 //!   records nothing, for benchmarks.
 //!
+//! `tasks.rs` keeps tasks: durable handles on calls that any host answers for
+//! (`task_record.rs` has their values).
+//!
 //! `reconcile.rs` is the facade's operator side: what an operator records for a call that
 //! ended `outcome_unknown`, beside the original (`verdicts.rs` has its values).
 //!
@@ -96,6 +99,8 @@ mod reconcile;
 mod recovery;
 mod sqlite;
 mod store;
+mod task_record;
+mod tasks;
 mod tokens;
 mod transcript;
 mod verdicts;
@@ -113,6 +118,8 @@ mod group_tests;
 mod journal_tests;
 #[cfg(test)]
 mod reconcile_tests;
+#[cfg(test)]
+mod task_tests;
 
 use std::path::Path;
 use std::time::Duration;
@@ -134,6 +141,7 @@ pub use postgres::PgConfig;
 #[cfg(test)]
 pub(crate) use sqlite::SqliteBackend;
 pub use store::{LedgerOptions, TokenSpend, TranscriptEntry};
+pub use task_record::{NewTask, TaskCall, TaskRecord, MAX_TASK_TTL_MS};
 pub use transcript::MAX_TRANSCRIPT_DETAIL;
 pub use verdicts::{
     Reconciliation, UnknownFilter, Verdict, MAX_LISTED_UNKNOWN, MAX_RECONCILE_TEXT_BYTES,

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use super::events::CallRecord;
 use super::limits::{Budget, MemoryLimits};
 use super::store::{ready, Pending, Store, TokenSpend, TranscriptEntry};
+use super::task_record::{NewTask, TaskRecord};
 use super::verdicts::{Settled, UnknownFilter};
 use super::write::{Admission, Applied, Backend, Write};
 use super::LedgerError;
@@ -106,6 +107,26 @@ impl Store for NullStore {
 
     fn reconcile(&self, run_id: &str, call_id: &str, _: &Settled) -> Result<(), LedgerError> {
         Err(LedgerError::unknown(run_id, call_id))
+    }
+
+    fn create_task(&self, _task: &NewTask, _now: i64) -> Result<(), LedgerError> {
+        Ok(())
+    }
+
+    fn task(&self, _task_id: &str, _now: i64) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(None)
+    }
+
+    fn cancel_task(&self, _task_id: &str, _now: i64) -> Result<(), LedgerError> {
+        Ok(())
+    }
+
+    fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {
+        Ok(Vec::new())
+    }
+
+    fn prune_tasks(&self, _now: i64) -> Result<u64, LedgerError> {
+        Ok(0)
     }
 
     fn consume_token(

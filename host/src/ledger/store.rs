@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::CallRecord;
 use super::limits::Budget;
+use super::task_record::{NewTask, TaskRecord};
 use super::verdicts::{Settled, UnknownFilter};
 use super::write::Backend;
 use super::LedgerError;
@@ -114,6 +115,21 @@ pub(crate) trait Store: Send + Sync {
     /// its `reconcile` event, in one transaction: `AlreadyReconciled` (nothing written) if it
     /// has one, `NotOutcomeUnknown` if it did not end so, `UnknownCall` if never admitted.
     fn reconcile(&self, run_id: &str, call_id: &str, settled: &Settled) -> Result<(), LedgerError>;
+
+    /// Record `task`, run by this host, created at `now` (unix milliseconds).
+    fn create_task(&self, task: &NewTask, now: i64) -> Result<(), LedgerError>;
+
+    /// The task `task_id` with its call's state, unless it is missing or expired by `now`.
+    fn task(&self, task_id: &str, now: i64) -> Result<Option<TaskRecord>, LedgerError>;
+
+    /// Mark `task_id` cancelled at `now` unless it is marked already.
+    fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError>;
+
+    /// This host's tasks marked cancelled whose calls have no outcome yet.
+    fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError>;
+
+    /// Delete the tasks expired by `now`: how many.
+    fn prune_tasks(&self, now: i64) -> Result<u64, LedgerError>;
 
     /// Spend a single-use token (see `tokens.rs`).
     fn consume_token(

@@ -7,6 +7,7 @@ use std::path::Path;
 use super::super::limits::Budget;
 use super::super::store::TranscriptEntry;
 use super::super::store::{Pending, Store};
+use super::super::task_record::{NewTask, TaskRecord};
 use super::super::verdicts::{Settled, UnknownFilter};
 use super::super::write::Backend;
 use super::super::{CallRecord, LedgerError, TokenSpend};
@@ -76,6 +77,26 @@ impl Store for PgStore {
 
     fn reconcile(&self, run_id: &str, call_id: &str, settled: &Settled) -> Result<(), LedgerError> {
         PgStore::reconcile(self, run_id, call_id, settled)
+    }
+
+    fn create_task(&self, task: &NewTask, now: i64) -> Result<(), LedgerError> {
+        PgStore::create_task(self, task, now)
+    }
+
+    fn task(&self, task_id: &str, now: i64) -> Result<Option<TaskRecord>, LedgerError> {
+        PgStore::task(self, task_id, now)
+    }
+
+    fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError> {
+        PgStore::cancel_task(self, task_id, now)
+    }
+
+    fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {
+        PgStore::cancelled_tasks(self)
+    }
+
+    fn prune_tasks(&self, now: i64) -> Result<u64, LedgerError> {
+        PgStore::prune_tasks(self, now)
     }
 
     fn consume_token(

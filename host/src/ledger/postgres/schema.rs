@@ -397,9 +397,28 @@ END
 $$;
 "#;
 
+/// Version 7: tasks, as SQLite's version 5 (`ledger/tasks.rs`).
+const SCHEMA_V7: &str = r#"
+CREATE TABLE tasks (
+    task_id                 TEXT    NOT NULL PRIMARY KEY,
+    principal               TEXT    NOT NULL,
+    tenant                  TEXT    NOT NULL,
+    run_id                  TEXT    NOT NULL,
+    call_id                 TEXT    NOT NULL,
+    tool                    TEXT    NOT NULL,
+    owner                   TEXT    NOT NULL,
+    created_at_ms           BIGINT  NOT NULL,
+    updated_at_ms           BIGINT  NOT NULL,
+    expires_at_ms           BIGINT  NOT NULL,
+    cancel_requested_at_ms  BIGINT
+);
+CREATE INDEX tasks_cancelled ON tasks (owner) WHERE cancel_requested_at_ms IS NOT NULL;
+CREATE INDEX tasks_expiry ON tasks (expires_at_ms);
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
-    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
 ];
 
 /// The schema version this build writes.

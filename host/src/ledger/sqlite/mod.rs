@@ -5,7 +5,7 @@
 //!   checkpointer, and budgets and rates in memory (one host per file); [`open`] makes the store and the writer's own connection.
 //! - `backend.rs`: [`SqliteBackend`], the call path's writes, a group per `BEGIN IMMEDIATE`
 //!   transaction with a savepoint per write.
-//! - `reads.rs`, `writes.rs`, `recovery.rs`, `reconcile.rs`: the store's statements; `rows.rs`: the statements
+//! - `reads.rs`, `writes.rs`, `recovery.rs`, `reconcile.rs`, `tasks.rs`: the store's statements; `rows.rs`: the statements
 //!   the writer and the store share.
 //! - `schema.rs`: the connection settings and the versioned migrations; `checkpoint.rs`: the
 //!   thread that keeps the write-ahead log short; `lease.rs`: which processes hold the file.
@@ -20,6 +20,7 @@ mod reconcile;
 mod recovery;
 mod rows;
 pub(super) mod schema;
+mod tasks;
 #[cfg(test)]
 mod tests;
 mod writes;
@@ -34,6 +35,7 @@ pub use backend::SqliteBackend;
 use super::limits::{Budget, MemoryLimits};
 use super::store::TranscriptEntry;
 use super::store::{ready, Pending, Store};
+use super::task_record::{NewTask, TaskRecord};
 use super::verdicts::{Settled, UnknownFilter};
 use super::write::Backend;
 use super::{CallRecord, LedgerError, LedgerOptions, TokenSpend};
@@ -185,6 +187,26 @@ impl Store for SqliteStore {
 
     fn reconcile(&self, run_id: &str, call_id: &str, settled: &Settled) -> Result<(), LedgerError> {
         reconcile::reconcile(&mut self.conn(), run_id, call_id, settled)
+    }
+
+    fn create_task(&self, task: &NewTask, now: i64) -> Result<(), LedgerError> {
+        tasks::create(&self.conn(), task, self.lease.owner(), now)
+    }
+
+    fn task(&self, task_id: &str, now: i64) -> Result<Option<TaskRecord>, LedgerError> {
+        tasks::read(&self.conn(), &self.lease, task_id, now)
+    }
+
+    fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError> {
+        tasks::cancel(&self.conn(), task_id, now)
+    }
+
+    fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {
+        tasks::cancelled(&self.conn(), self.lease.owner())
+    }
+
+    fn prune_tasks(&self, now: i64) -> Result<u64, LedgerError> {
+        tasks::prune(&self.conn(), now)
     }
 
     fn consume_token(

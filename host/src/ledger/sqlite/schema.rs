@@ -243,8 +243,29 @@ CREATE TABLE reconciliations (
 CREATE INDEX calls_unknown ON calls (seq) WHERE status = 'outcome_unknown';
 "#;
 
+/// Version 5: tasks (`ledger/tasks.rs`): a handle on one call, bound to its caller, with the
+/// host that runs it, its expiry and a cancel mark any host may set. No foreign key: a task is
+/// created before its call is admitted.
+const SCHEMA_V5: &str = r#"
+CREATE TABLE tasks (
+    task_id                 TEXT    NOT NULL PRIMARY KEY,
+    principal               TEXT    NOT NULL,
+    tenant                  TEXT    NOT NULL,
+    run_id                  TEXT    NOT NULL,
+    call_id                 TEXT    NOT NULL,
+    tool                    TEXT    NOT NULL,
+    owner                   TEXT    NOT NULL,  -- the host that runs its call (its lease)
+    created_at_ms           INTEGER NOT NULL,
+    updated_at_ms           INTEGER NOT NULL,
+    expires_at_ms           INTEGER NOT NULL,
+    cancel_requested_at_ms  INTEGER
+) WITHOUT ROWID;
+CREATE INDEX tasks_cancelled ON tasks (owner) WHERE cancel_requested_at_ms IS NOT NULL;
+CREATE INDEX tasks_expiry ON tasks (expires_at_ms);
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
+pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,123 @@
+//! Tasks in PostgreSQL: the task's row, read with its call's state and its host's lease;
+//! cancel marks any host may set; pruning.
+
+use super::super::codec::decode_result;
+use super::super::task_record::{NewTask, TaskCall, TaskRecord};
+use super::super::LedgerError;
+use super::store::DB_NOW_MS;
+use super::PgStore;
+
+impl PgStore {
+    pub fn create_task(&self, task: &NewTask, now: i64) -> Result<(), LedgerError> {
+        let (c, t, owner) = (self.connector(), task.clone(), self.owner().to_owned());
+        self.run(async move {
+            c.get()
+                .await?
+                .execute(
+                    "INSERT INTO tasks (task_id, principal, tenant, run_id, call_id, tool, owner,
+                         created_at_ms, updated_at_ms, expires_at_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)",
+                    &[
+                        &t.task_id,
+                        &t.principal,
+                        &t.tenant,
+                        &t.run_id,
+                        &t.call_id,
+                        &t.tool,
+                        &owner,
+                        &now,
+                        &now.saturating_add(t.ttl_ms),
+                    ],
+                )
+                .await?;
+            Ok(())
+        })
+    }
+
+    pub fn task(&self, task_id: &str, now: i64) -> Result<Option<TaskRecord>, LedgerError> {
+        let (c, id) = (self.connector(), task_id.to_owned());
+        self.run(async move {
+            let sql = format!(
+                "SELECT t.task_id, t.principal, t.tenant, t.run_id, t.call_id, t.tool, t.owner,
+                        t.created_at_ms, t.updated_at_ms, t.expires_at_ms,
+                        t.cancel_requested_at_ms, c.state,
+                        COALESCE(r.result_json, c.result_json),
+                        EXISTS (SELECT 1 FROM hosts h
+                                WHERE h.owner = t.owner AND h.lease_until_ms > {DB_NOW_MS})
+                 FROM tasks t
+                 LEFT JOIN calls c ON c.run_id = t.run_id AND c.call_id = t.call_id
+                 LEFT JOIN reconciliations r ON r.run_id = t.run_id AND r.call_id = t.call_id
+                 WHERE t.task_id = $1 AND t.expires_at_ms > $2"
+            );
+            let Some(row) = c.get().await?.query_opt(&sql, &[&id, &now]).await? else {
+                return Ok(None);
+            };
+            let state: Option<String> = row.get(11);
+            let result: Option<String> = row.get(12);
+            let alive: bool = row.get(13);
+            let call = match (state, result) {
+                (_, Some(json)) => TaskCall::Finished(Box::new(decode_result(&json)?)),
+                (Some(_), None) => TaskCall::Running,
+                (None, None) if alive => TaskCall::Running,
+                (None, None) => TaskCall::Lost,
+            };
+            Ok(Some(TaskRecord {
+                task_id: row.get(0),
+                principal: row.get(1),
+                tenant: row.get(2),
+                run_id: row.get(3),
+                call_id: row.get(4),
+                tool: row.get(5),
+                owner: row.get(6),
+                created_at_ms: row.get(7),
+                updated_at_ms: row.get(8),
+                expires_at_ms: row.get(9),
+                cancel_requested_at_ms: row.get(10),
+                call,
+            }))
+        })
+    }
+
+    pub fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError> {
+        let (c, id) = (self.connector(), task_id.to_owned());
+        self.run(async move {
+            c.get()
+                .await?
+                .execute(
+                    "UPDATE tasks SET cancel_requested_at_ms = $2, updated_at_ms = $2
+                     WHERE task_id = $1 AND cancel_requested_at_ms IS NULL",
+                    &[&id, &now],
+                )
+                .await?;
+            Ok(())
+        })
+    }
+
+    pub fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {
+        let (c, owner) = (self.connector(), self.owner().to_owned());
+        self.run(async move {
+            let rows = c
+                .get()
+                .await?
+                .query(
+                    "SELECT t.task_id FROM tasks t
+                     LEFT JOIN calls c ON c.run_id = t.run_id AND c.call_id = t.call_id
+                     WHERE t.owner = $1 AND t.cancel_requested_at_ms IS NOT NULL
+                       AND (c.state IS NULL OR c.state <> 'finished')",
+                    &[&owner],
+                )
+                .await?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
+    pub fn prune_tasks(&self, now: i64) -> Result<u64, LedgerError> {
+        let c = self.connector();
+        self.run(async move {
+            Ok(c.get()
+                .await?
+                .execute("DELETE FROM tasks WHERE expires_at_ms <= $1", &[&now])
+                .await?)
+        })
+    }
+}

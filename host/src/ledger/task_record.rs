@@ -1,0 +1,52 @@
+//! What the ledger keeps of a task (`tasks.rs` records and reads it): a durable handle on one
+//! call, bound to the caller that created it, that any host of the ledger can answer for.
+
+use crate::contract::ToolResult;
+
+/// Longest a task is kept after it is created, whatever its ttl asks: a day.
+pub const MAX_TASK_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// A task to create: its handle, who may see it, the call it runs and how long it is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTask {
+    /// The handle a client polls: random, never derived from the call.
+    pub task_id: String,
+    pub principal: String,
+    pub tenant: String,
+    pub run_id: String,
+    pub call_id: String,
+    pub tool: String,
+    /// Kept this long after creation (at most [`MAX_TASK_TTL_MS`]), then pruned.
+    pub ttl_ms: i64,
+}
+
+/// Where a task's call is, as the ledger knows it now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskCall {
+    /// Not in the ledger yet (its host is about to admit it) or admitted and not finished.
+    Running,
+    /// Not in the ledger and its host is gone: it never started and never will.
+    Lost,
+    /// Finished with this result (a reconciliation's, if it was reconciled).
+    Finished(Box<ToolResult>),
+}
+
+/// A task as `tasks/get` answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    pub task_id: String,
+    pub principal: String,
+    pub tenant: String,
+    pub run_id: String,
+    pub call_id: String,
+    pub tool: String,
+    /// The host that runs its call.
+    pub owner: String,
+    /// Unix milliseconds.
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub expires_at_ms: i64,
+    /// When a client asked to cancel it, if one did.
+    pub cancel_requested_at_ms: Option<i64>,
+    pub call: TaskCall,
+}

@@ -1,0 +1,61 @@
+//! Tasks: a durable handle on one call that any host of the ledger answers for.
+//!
+//! A task is a row of its own (`tasks`), created by the host that runs its call and bound to
+//! the caller that asked for it. Its state is read from its call's row: running while the call
+//! has no outcome, then the call's outcome (or its reconciliation). A cancel is a mark on the
+//! row that any host may set; the host that runs the call reads the marks on its own tasks
+//! ([`Ledger::cancelled_tasks`]) and stops those calls. A host that dies leaves its calls to
+//! recovery (`outcome_unknown`), and a task whose call it never admitted is [`TaskCall::Lost`].
+//! Tasks are pruned once past their expiry; their calls stay in the ledger.
+
+use super::codec::now_ms;
+use super::task_record::{NewTask, TaskRecord, MAX_TASK_TTL_MS};
+use super::{Ledger, LedgerError};
+
+impl Ledger {
+    /// Record `task`, run by this host, created now.
+    pub fn create_task(&self, task: &NewTask) -> Result<(), LedgerError> {
+        super::error::check_key(&task.run_id, &task.call_id, &task.tool)?;
+        let mut task = task.clone();
+        task.ttl_ms = task.ttl_ms.clamp(1, MAX_TASK_TTL_MS);
+        self.store.create_task(&task, now_ms())
+    }
+
+    /// The task `task_id` as `principal` of `tenant` may see it: `None` when there is no such
+    /// task, it expired, or another caller created it (the three cannot be told apart).
+    pub fn task(
+        &self,
+        task_id: &str,
+        principal: &str,
+        tenant: &str,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        let found = self.store.task(task_id, now_ms())?;
+        Ok(found.filter(|t| t.principal == principal && t.tenant == tenant))
+    }
+
+    /// Ask the host that runs `task_id` to cancel its call (idempotent): whether the task is
+    /// one `principal` of `tenant` may cancel.
+    pub fn cancel_task(
+        &self,
+        task_id: &str,
+        principal: &str,
+        tenant: &str,
+    ) -> Result<bool, LedgerError> {
+        if self.task(task_id, principal, tenant)?.is_none() {
+            return Ok(false);
+        }
+        self.store.cancel_task(task_id, now_ms())?;
+        Ok(true)
+    }
+
+    /// The tasks this host runs that a client asked to cancel and whose calls have no outcome
+    /// yet.
+    pub fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {
+        self.store.cancelled_tasks()
+    }
+
+    /// Forget the tasks past their expiry: how many.
+    pub fn prune_tasks(&self) -> Result<u64, LedgerError> {
+        self.store.prune_tasks(now_ms())
+    }
+}
