@@ -34,6 +34,7 @@ mod mcp;
 mod mcp_frames;
 mod mcp_logging;
 mod mcp_stateless;
+mod mcp_tasks;
 mod mcp_ts;
 mod multi_host;
 mod openai;

@@ -496,7 +496,9 @@ pub(crate) fn routing_headers(message: &Value) -> Vec<(String, String)> {
             message["method"].as_str().unwrap_or_default().to_string(),
         ),
     ];
-    if let Some(name) = message["params"]["name"].as_str() {
+    // A call names its tool; a `tasks/*` request its task.
+    let params = &message["params"];
+    if let Some(name) = params["name"].as_str().or(params["taskId"].as_str()) {
         headers.push(("Mcp-Name".to_string(), name.to_string()));
     }
     headers

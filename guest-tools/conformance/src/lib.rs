@@ -51,6 +51,24 @@ impl Guest for Conformance {
     fn test_input_required_result_tampered_state() -> String {
         "approved".to_string()
     }
+
+    fn slow_compute(seconds: u32, label: String) -> String {
+        std::thread::sleep(Duration::from_secs(u64::from(seconds.min(120))));
+        format!("computed {label} in {seconds} s")
+    }
+
+    fn failing_job() -> Result<String, String> {
+        std::thread::sleep(Duration::from_secs(1));
+        Err("the job failed, as it always does".to_string())
+    }
+
+    fn protocol_error_job() -> String {
+        panic!("this job always panics")
+    }
+
+    fn confirm_delete(filename: String) -> String {
+        format!("deleted {filename}")
+    }
 }
 
 export!(Conformance);

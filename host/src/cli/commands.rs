@@ -116,8 +116,13 @@ pub(super) async fn run(command: Command) -> ExitCode {
                             .rev()
                             .find(|e| e.kind == "run_stopped")
                             .map(|e| e.detail.clone());
+                        let tasks = match rt.ledger().tasks_of_run(r) {
+                            Ok(tasks) => tasks,
+                            Err(e) => return usage_error(&e),
+                        };
                         Ok(serde_json::json!({
-                            "run_id": r, "stopped": stopped, "transcript": t, "calls": calls
+                            "run_id": r, "stopped": stopped, "transcript": t, "calls": calls,
+                            "tasks": tasks
                         }))
                     }
                     Err(e) => return usage_error(&e),

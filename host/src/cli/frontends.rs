@@ -31,7 +31,7 @@ pub(super) async fn serve(
     };
     warn(rt.registry());
     warn_descriptors(rt.sandbox().descriptors());
-    let shared = crate::serve::Shared::new(std::sync::Arc::new(rt));
+    let shared = crate::serve::Shared::new(std::sync::Arc::new(rt), config.serve.task_ttl_secs);
     let result = match http {
         None => crate::serve::serve_stdio(shared, &config.serve).await,
         Some(addr) => {

@@ -134,7 +134,8 @@ pub enum Command {
         handle: String,
     },
     /// Print the recorded calls and their decisions as JSON; with `--run`, the run's model
-    /// transcript (steps, digests, sizes) too, as `{run_id, transcript, calls}`.
+    /// transcript (steps, digests, sizes) and MCP tasks too, as `{run_id, transcript, calls,
+    /// tasks}`.
     Ledger {
         #[command(flatten)]
         source: Source,

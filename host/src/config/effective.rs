@@ -95,6 +95,7 @@ impl Config {
                 "allowed_origins": self.serve.allowed_origins,
                 "stream_lifetime_secs": self.serve.stream_lifetime_secs,
                 "session_idle_secs": self.serve.session_idle_secs,
+                "task_ttl_secs": self.serve.task_ttl_secs,
                 "tokens": self.serve.tokens.iter().map(|t| json!({
                     "principal": t.principal,
                     "tenant": t.tenant,

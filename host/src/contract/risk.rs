@@ -19,6 +19,20 @@ pub enum Risk {
     Destructive,
 }
 
+/// Whether a tool's calls run as MCP tasks (per-tool `task = "…"` in the config): a client that
+/// declares the tasks extension gets a task handle at once and polls it, on any host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskMode {
+    /// Calls always answer in the request (the default).
+    #[default]
+    Never,
+    /// A task for a client that declared the extension; the request's answer for another.
+    Optional,
+    /// A task, always: a client that did not declare the extension is refused (`-32021`).
+    Required,
+}
+
 /// Whether a tool's calls need a human approval (per-tool `approval = "…"` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

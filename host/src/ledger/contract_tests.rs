@@ -167,6 +167,7 @@ contract!(
     a_task_is_answered_on_every_host_to_its_caller,
     a_cancel_on_one_host_reaches_the_host_that_runs_it,
     a_dead_hosts_tasks_are_lost_or_unknown,
+    a_task_moves_to_its_approved_call_once,
     expired_tasks_are_gone_and_pruned,
 );
 

@@ -109,16 +109,24 @@ impl Store for NullStore {
         Err(LedgerError::unknown(run_id, call_id))
     }
 
-    fn create_task(&self, _task: &NewTask, _now: i64) -> Result<(), LedgerError> {
-        Ok(())
+    fn create_task(&self, _task: &NewTask, _now: i64) -> Result<bool, LedgerError> {
+        Ok(true)
     }
 
     fn task(&self, _task_id: &str, _now: i64) -> Result<Option<TaskRecord>, LedgerError> {
         Ok(None)
     }
 
+    fn tasks_of_run(&self, _run_id: &str, _now: i64) -> Result<Vec<TaskRecord>, LedgerError> {
+        Ok(Vec::new())
+    }
+
     fn cancel_task(&self, _task_id: &str, _now: i64) -> Result<(), LedgerError> {
         Ok(())
+    }
+
+    fn retarget_task(&self, _: &str, _: &str, _: &str, _: i64) -> Result<bool, LedgerError> {
+        Ok(false)
     }
 
     fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {

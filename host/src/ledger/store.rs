@@ -116,14 +116,28 @@ pub(crate) trait Store: Send + Sync {
     /// has one, `NotOutcomeUnknown` if it did not end so, `UnknownCall` if never admitted.
     fn reconcile(&self, run_id: &str, call_id: &str, settled: &Settled) -> Result<(), LedgerError>;
 
-    /// Record `task`, run by this host, created at `now` (unix milliseconds).
-    fn create_task(&self, task: &NewTask, now: i64) -> Result<(), LedgerError>;
+    /// Record `task`, run by this host, created at `now` (unix milliseconds), unless a task
+    /// with its id exists: whether it was recorded.
+    fn create_task(&self, task: &NewTask, now: i64) -> Result<bool, LedgerError>;
 
     /// The task `task_id` with its call's state, unless it is missing or expired by `now`.
     fn task(&self, task_id: &str, now: i64) -> Result<Option<TaskRecord>, LedgerError>;
 
+    /// The tasks of run `run_id` not expired by `now`, oldest first.
+    fn tasks_of_run(&self, run_id: &str, now: i64) -> Result<Vec<TaskRecord>, LedgerError>;
+
     /// Mark `task_id` cancelled at `now` unless it is marked already.
     fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError>;
+
+    /// Point `task_id` from call `from` to call `to`, run by this host, at `now`: whether it
+    /// was still on `from`.
+    fn retarget_task(
+        &self,
+        task_id: &str,
+        from: &str,
+        to: &str,
+        now: i64,
+    ) -> Result<bool, LedgerError>;
 
     /// This host's tasks marked cancelled whose calls have no outcome yet.
     fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError>;

@@ -1,6 +1,8 @@
 //! What the ledger keeps of a task (`tasks.rs` records and reads it): a durable handle on one
 //! call, bound to the caller that created it, that any host of the ledger can answer for.
 
+use serde::Serialize;
+
 use crate::contract::ToolResult;
 
 /// Longest a task is kept after it is created, whatever its ttl asks: a day.
@@ -16,12 +18,16 @@ pub struct NewTask {
     pub run_id: String,
     pub call_id: String,
     pub tool: String,
+    /// The call's arguments (JSON): kept with the task until it is pruned, so that any host
+    /// can show them for approval and run the approved call.
+    pub arguments: String,
     /// Kept this long after creation (at most [`MAX_TASK_TTL_MS`]), then pruned.
     pub ttl_ms: i64,
 }
 
 /// Where a task's call is, as the ledger knows it now.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "result")]
 pub enum TaskCall {
     /// Not in the ledger yet (its host is about to admit it) or admitted and not finished.
     Running,
@@ -31,8 +37,8 @@ pub enum TaskCall {
     Finished(Box<ToolResult>),
 }
 
-/// A task as `tasks/get` answers it.
-#[derive(Debug, Clone, PartialEq)]
+/// A task as `tasks/get` answers it (and `toolhost ledger` lists it, without its arguments).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskRecord {
     pub task_id: String,
     pub principal: String,
@@ -40,10 +46,15 @@ pub struct TaskRecord {
     pub run_id: String,
     pub call_id: String,
     pub tool: String,
+    /// The call's arguments, as the task was created with them.
+    #[serde(skip)]
+    pub arguments: serde_json::Value,
     /// The host that runs its call.
     pub owner: String,
     /// Unix milliseconds.
     pub created_at_ms: i64,
+    /// The last change to the task or its call (a cancel mark, a move, the call's start or
+    /// end).
     pub updated_at_ms: i64,
     pub expires_at_ms: i64,
     /// When a client asked to cancel it, if one did.

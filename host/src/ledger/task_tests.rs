@@ -20,6 +20,7 @@ fn task(id: &str, call_id: &str, ttl_ms: i64) -> NewTask {
         run_id: "r".into(),
         call_id: call_id.into(),
         tool: "echo".into(),
+        arguments: r#"{"n":1}"#.into(),
         ttl_ms,
     }
 }
@@ -44,9 +45,16 @@ pub(super) fn a_task_is_answered_on_every_host_to_its_caller(site: &dyn Site) {
     let seen = b.task("t1", "alice", "acme").unwrap().unwrap();
     assert_eq!(seen.call, TaskCall::Running);
     assert_eq!((seen.run_id.as_str(), seen.call_id.as_str()), ("r", "c1"));
+    assert_eq!(seen.arguments, json!({"n": 1}));
     assert!(seen.expires_at_ms >= seen.created_at_ms + 60_000);
     let done = ToolResult::completed(&c, json!("ok"), usage());
+    std::thread::sleep(std::time::Duration::from_millis(5));
     a.finish("r", "c1", &done).unwrap();
+    let ended = b.task("t1", "alice", "acme").unwrap().unwrap();
+    assert!(
+        ended.updated_at_ms > seen.created_at_ms,
+        "the call's end updates it"
+    );
     assert_eq!(
         state(b.task("t1", "alice", "acme").unwrap()),
         TaskCall::Finished(Box::new(done))
@@ -56,6 +64,10 @@ pub(super) fn a_task_is_answered_on_every_host_to_its_caller(site: &dyn Site) {
         assert!(!b.cancel_task("t1", p, t).unwrap());
     }
     assert_eq!(b.task("no-such-task", "alice", "acme").unwrap(), None);
+    let listed = b.tasks_of_run("r").unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].task_id, "t1");
+    assert!(b.tasks_of_run("other-run").unwrap().is_empty());
     assert!(!b.cancel_task("no-such-task", "alice", "acme").unwrap());
 }
 
@@ -93,6 +105,22 @@ pub(super) fn a_cancel_on_one_host_reaches_the_host_that_runs_it(site: &dyn Site
         runner.cancelled_tasks().unwrap().is_empty(),
         "it has its outcome"
     );
+}
+
+/// An approved retry moves a task to its new call and to the host that runs it, once: the
+/// second host to try is told it lost, and the cancel marks follow the task.
+pub(super) fn a_task_moves_to_its_approved_call_once(site: &dyn Site) {
+    let first = site.open(LedgerOptions::default());
+    let second = site.open(LedgerOptions::default());
+    first.create_task(&task("t1", "c1", 60_000)).unwrap();
+    assert!(second.retarget_task("t1", "c1", "c1~approved").unwrap());
+    assert!(!first.retarget_task("t1", "c1", "c1~other").unwrap());
+    assert!(!first.retarget_task("nope", "c1", "c2").unwrap());
+    let moved = first.task("t1", "alice", "acme").unwrap().unwrap();
+    assert_eq!(moved.call_id, "c1~approved");
+    assert!(first.cancel_task("t1", "alice", "acme").unwrap());
+    assert!(first.cancelled_tasks().unwrap().is_empty());
+    assert_eq!(second.cancelled_tasks().unwrap(), ["t1"]);
 }
 
 /// When the host that runs a task dies, a task whose call it never admitted is lost; one it

@@ -13,8 +13,9 @@ use super::task_record::{NewTask, TaskRecord, MAX_TASK_TTL_MS};
 use super::{Ledger, LedgerError};
 
 impl Ledger {
-    /// Record `task`, run by this host, created now.
-    pub fn create_task(&self, task: &NewTask) -> Result<(), LedgerError> {
+    /// Record `task`, run by this host, created now, unless a task with its id exists:
+    /// whether it was recorded (the id of a task a client named is the same on a resend).
+    pub fn create_task(&self, task: &NewTask) -> Result<bool, LedgerError> {
         super::error::check_key(&task.run_id, &task.call_id, &task.tool)?;
         let mut task = task.clone();
         task.ttl_ms = task.ttl_ms.clamp(1, MAX_TASK_TTL_MS);
@@ -31,6 +32,11 @@ impl Ledger {
     ) -> Result<Option<TaskRecord>, LedgerError> {
         let found = self.store.task(task_id, now_ms())?;
         Ok(found.filter(|t| t.principal == principal && t.tenant == tenant))
+    }
+
+    /// The tasks of run `run_id` that have not expired, oldest first (for `toolhost ledger`).
+    pub fn tasks_of_run(&self, run_id: &str) -> Result<Vec<TaskRecord>, LedgerError> {
+        self.store.tasks_of_run(run_id, now_ms())
     }
 
     /// Ask the host that runs `task_id` to cancel its call (idempotent): whether the task is
@@ -52,6 +58,13 @@ impl Ledger {
     /// yet.
     pub fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {
         self.store.cancelled_tasks()
+    }
+
+    /// Point `task_id` from its call `from` to the call `to`, run by this host (an approved
+    /// retry of a call that waited for approval): whether this host moved it (`false`: the
+    /// task is gone or another host moved it first).
+    pub fn retarget_task(&self, task_id: &str, from: &str, to: &str) -> Result<bool, LedgerError> {
+        self.store.retarget_task(task_id, from, to, now_ms())
     }
 
     /// Forget the tasks past their expiry: how many.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::contract::{ApprovalMode, Risk};
+pub use crate::contract::{ApprovalMode, Risk, TaskMode};
 use crate::sandbox::{HostPort, LimitsOverride};
 
 /// One component and the tools it exports.
@@ -70,6 +70,9 @@ pub struct ToolConfig {
     /// Whether a human must approve each call (default: only for `destructive` tools).
     #[serde(default)]
     pub approval: ApprovalMode,
+    /// Whether calls run as MCP tasks (`never`, `optional`, `required`; default `never`).
+    #[serde(default)]
+    pub task: TaskMode,
     /// Operator refinements of the derived schemas; they can only narrow them.
     #[serde(default)]
     pub refine: Refinement,

@@ -165,6 +165,7 @@ impl Registry {
                 output_validator,
                 risk: tc.risk.or(c.risk).unwrap_or_default(),
                 approval: tc.approval,
+                task: tc.task,
                 limits: component_limits.with(&tc.limits),
                 grant: tool_grants.get(&f.name).unwrap_or(&component_grant).clone(),
                 params: f.ty.params().map(|(n, t)| (n.to_string(), t)).collect(),

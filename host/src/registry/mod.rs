@@ -148,6 +148,8 @@ pub struct Tool {
     pub output_schema: Value,
     pub risk: Risk,
     pub approval: crate::contract::ApprovalMode,
+    /// Whether its calls run as MCP tasks.
+    pub task: crate::contract::TaskMode,
     pub limits: Limits,
     pub grant: Grant,
     pub(crate) input_validator: validate::Validator,

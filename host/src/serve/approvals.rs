@@ -12,8 +12,13 @@ use crate::Runtime;
 /// The token for an approved retry: minted for the sealed handle (which a call of this
 /// deployment asked for), to be verified against the retry's own call and spent once.
 pub(super) fn approved(runtime: &Runtime, resumed: &Resumed) -> Result<String, ApprovalFailure> {
-    runtime.mint_approval(&resumed.handle).map_err(|e| {
-        let expired = crate::policy::parse_handle(&resumed.handle)
+    approved_handle(runtime, &resumed.handle)
+}
+
+/// The token for `handle`, which a call of this deployment asked for, once a human said yes.
+pub(super) fn approved_handle(runtime: &Runtime, handle: &str) -> Result<String, ApprovalFailure> {
+    runtime.mint_approval(handle).map_err(|e| {
+        let expired = crate::policy::parse_handle(handle)
             .is_ok_and(|(_, at)| runtime.clock().unix_now() >= at);
         if expired {
             ApprovalFailure::Expired

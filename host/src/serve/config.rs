@@ -8,6 +8,7 @@
 //! allowed_hosts = ["localhost", "127.0.0.1", "::1"]   # HTTP Host allowlist (this default)
 //! allowed_origins = []                # browser origins; besides them only the server's own
 //!                                     # (loopback bind) pass an Origin check
+//! task_ttl_secs = 3600                # how long an MCP task is kept (default 3600)
 //!
 //! [[serve.token]]
 //! sha256 = "9f86d0…"                  # hex SHA-256 of the bearer token, never the token
@@ -51,6 +52,14 @@ pub struct ServeConfig {
     /// 1800.
     #[serde(default = "default_session_idle")]
     pub session_idle_secs: u64,
+    /// Seconds an MCP task is kept after it is created (then pruned; its call stays in the
+    /// ledger). From 1 to 86400; default 3600.
+    #[serde(default = "default_task_ttl")]
+    pub task_ttl_secs: u64,
+}
+
+fn default_task_ttl() -> u64 {
+    super::tasks::DEFAULT_TASK_TTL_SECS
 }
 
 fn default_session_idle() -> u64 {
@@ -74,6 +83,7 @@ impl Default for ServeConfig {
             tokens: Vec::new(),
             stream_lifetime_secs: default_stream_lifetime(),
             session_idle_secs: default_session_idle(),
+            task_ttl_secs: default_task_ttl(),
         }
     }
 }
@@ -188,6 +198,12 @@ impl ServeConfig {
                 "serve.session_idle_secs".into(),
                 "must be from 1 to 86400 seconds: a session that never expires holds its run \
                  for ever",
+            );
+        }
+        if !(1..=MAX_STREAM_LIFETIME_SECS).contains(&self.task_ttl_secs) {
+            bad(
+                "serve.task_ttl_secs".into(),
+                "must be from 1 to 86400 seconds: a task is kept that long, then pruned",
             );
         }
         for (i, t) in self.tokens.iter().enumerate() {

@@ -330,5 +330,20 @@ impl RepeatedArgumentKey {
     }
 }
 
+/// The frame check's mark on a `tools/call` whose arguments repeat a key: on the request
+/// itself over stdio, on the HTTP request's parts over HTTP.
+pub fn repeated_argument_key(
+    cx: &rmcp::service::RequestContext<rmcp::service::RoleServer>,
+) -> Option<RepeatedArgumentKey> {
+    cx.extensions
+        .get::<RepeatedArgumentKey>()
+        .or_else(|| {
+            cx.extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<RepeatedArgumentKey>())
+        })
+        .cloned()
+}
+
 #[cfg(test)]
 mod tests;

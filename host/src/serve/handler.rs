@@ -14,9 +14,10 @@ use futures::FutureExt;
 #[allow(deprecated)] // MCP logging: see super::logging
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ErrorData, GetTaskParams,
+    GetTaskResult, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
+    UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -30,13 +31,13 @@ use super::approvals::{
 };
 use super::config::Identity;
 use super::elicit::ElicitingApprover;
-use super::frames::RepeatedArgumentKey;
+use super::frames::repeated_argument_key;
 use super::logging::{LogForwarder, SessionLevel};
 use super::mapping::{call_result, mcp_tool, output_is_object};
 use super::mrtr::{self, Answer, Question, StateSeal};
 use super::progress::Forwarder;
 use super::stateless::{self, Place};
-use crate::contract::{ApproverHandle, Code, Stage, ToolCall, ToolResult, Usage};
+use crate::contract::{ApproverHandle, Code, Stage, TaskMode, ToolCall, ToolResult, Usage};
 use crate::Runtime;
 
 /// The protocol versions served: the 2025 revisions with an `initialize` handshake (newest
@@ -60,6 +61,8 @@ pub struct Shared {
     pub tracker: TaskTracker,
     /// Seals and opens the `requestState` of 2026-07-28 approvals.
     pub seal: Arc<StateSeal>,
+    /// The MCP tasks this host runs.
+    pub tasks: Arc<super::tasks::Tasks>,
 }
 
 /// The MCP handler of one session.
@@ -127,6 +130,12 @@ impl Session {
             None => self.identity.get().cloned().ok_or("unauthenticated"),
         }
     }
+
+    /// The caller a `tasks/*` request speaks for; one without an identity is refused.
+    fn task_caller(&self, cx: &RequestContext<RoleServer>) -> Result<Identity, ErrorData> {
+        self.identity(cx)
+            .map_err(|why| ErrorData::invalid_request(why, None))
+    }
 }
 
 /// The ledger call id of a JSON-RPC request: numbers and strings kept apart.
@@ -140,10 +149,16 @@ pub fn call_id(id: &RequestId) -> String {
 impl ServerHandler for Session {
     #[allow(deprecated)] // MCP logging: see super::logging
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
-            .enable_logging()
-            .build();
+            .enable_logging();
+        // The tasks extension, when some tool may run as a task.
+        let tasks = (self.shared.runtime.registry().tools()).any(|t| t.task != TaskMode::Never);
+        let capabilities = if tasks {
+            builder.enable_tasks().build()
+        } else {
+            builder.build()
+        };
         ServerConfig::new(capabilities)
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
             .with_server_info(rmcp::model::Implementation::new(
@@ -201,6 +216,33 @@ impl ServerHandler for Session {
         }
         self.log_level.set(request.level);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let (s, caller) = (&self.shared, self.task_caller(&cx)?);
+        s.tasks.get(s, &caller, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let (s, caller) = (&self.shared, self.task_caller(&cx)?);
+        s.tasks.cancel(s, &caller, &request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let (s, caller) = (&self.shared, self.task_caller(&cx)?);
+        s.tasks.update(s, &caller, &request).await
     }
 
     async fn list_tools(
@@ -295,6 +337,18 @@ impl ServerHandler for Session {
             let message = format!("the arguments repeat the key {}", repeat.within_arguments());
             let r = ToolResult::failed(&refused, Code::InvalidArguments, message, Usage::default());
             return Ok(call_result(&runtime.refuse(&ctx, &refused, r).await, wrap).into());
+        }
+        // A tool configured to run as a task: a handle at once for a client that declared the
+        // tasks extension (`tasks.rs`); one that did not is refused a `required` one.
+        if resumed.is_none() && super::tasks::as_task(&runtime, &call.name, &cx)? {
+            let how = (approval_token(&request, &cx), stateless);
+            let created = self
+                .shared
+                .tasks
+                .create(&self.shared, ctx.clone(), call.clone(), how);
+            if let Some(created) = created.await? {
+                return Ok(CallToolResponse::Task(created));
+            }
         }
         // The token that approves the call: minted for a retry that says yes, else one the
         // client passed in `_meta`.
@@ -439,17 +493,4 @@ impl ServerHandler for Session {
         }
         Ok(call_result(&result, wrap).into())
     }
-}
-
-/// The frame check's mark on a `tools/call` whose arguments repeat a key: on the request
-/// itself over stdio, on the HTTP request's parts over HTTP.
-fn repeated_argument_key(cx: &RequestContext<RoleServer>) -> Option<RepeatedArgumentKey> {
-    cx.extensions
-        .get::<RepeatedArgumentKey>()
-        .or_else(|| {
-            cx.extensions
-                .get::<http::request::Parts>()
-                .and_then(|p| p.extensions.get::<RepeatedArgumentKey>())
-        })
-        .cloned()
 }

@@ -19,6 +19,7 @@
 //! - [`approvals`]: where a call's approval comes from (a token in `_meta`, elicitation, `input_required`).
 //! - [`stateless`]: the run and call id of a 2026-07-28 request, which has no session.
 //! - [`mrtr`]: approval of a 2026-07-28 call through `input_required` and a sealed state.
+//! - [`tasks`]: MCP tasks served from the ledger (`tasks/get`, `tasks/cancel`, `tasks/update`).
 //! - [`http`]: the HTTP listener, bearer authentication.
 
 pub mod approvals;
@@ -36,6 +37,7 @@ pub mod sessions;
 pub mod stateless;
 pub mod stdio;
 pub mod streams;
+pub mod tasks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,12 +68,17 @@ pub enum ServeError {
 }
 
 impl Shared {
-    pub fn new(runtime: Arc<Runtime>) -> Shared {
+    /// What every session of a server shares; MCP tasks are kept `task_ttl_secs`. Starts the
+    /// task watcher (`tasks.rs`) on the current runtime.
+    pub fn new(runtime: Arc<Runtime>, task_ttl_secs: u64) -> Shared {
         let seal = mrtr::StateSeal::new(runtime.derived_key(mrtr::STATE_KEY_PURPOSE));
+        let tasks = tasks::Tasks::new(task_ttl_secs);
+        tokio::spawn(tasks.clone().watch(runtime.clone()));
         Shared {
             runtime,
             tracker: TaskTracker::new(),
             seal: Arc::new(seal),
+            tasks,
         }
     }
 

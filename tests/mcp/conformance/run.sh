@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in
 # package-lock.json) against `toolhost serve --http` on loopback: `just conformance`. Then the
-# newest pre-release (next/package-lock.json): its 2025-11-25 scenarios, and the scenarios
-# 2026-07-28 requires (expected-failures-2026.yml).
+# newest pre-release (next/package-lock.json): its 2025-11-25 scenarios, the scenarios
+# 2026-07-28 requires (expected-failures-2026.yml), and the tasks extension's
+# (expected-failures-tasks.yml).
 #
 # Every server scenario runs; expected-failures.yml lists the ones that do not apply to a
 # tools-only server (docs/mcp.md says why for each). The suite exits non-zero when a scenario
@@ -53,3 +54,13 @@ echo "conformance: 0.2.0-alpha.12, what 2026-07-28 requires" >&2
 serve
 node "$next" server --url "$url" --requirements 2026-07-28 \
     --expected-failures "$here/expected-failures-2026.yml" "$@"
+# The tasks extension's scenarios (not part of what 2026-07-28 requires: an extension), one by
+# one against one server; expected-failures-tasks.yml lists the checks that do not apply.
+echo "conformance: 0.2.0-alpha.12, the tasks extension" >&2
+serve
+for scenario in tasks-lifecycle tasks-capability-negotiation tasks-wire-fields \
+    tasks-request-state-removal tasks-dispatch-and-envelope tasks-required-task-error \
+    tasks-request-headers tasks-mrtr-input tasks-mrtr-composition tasks-status-notifications; do
+    node "$next" server --url "$url" --scenario "$scenario" \
+        --expected-failures "$here/expected-failures-tasks.yml" "$@"
+done

@@ -79,7 +79,7 @@ impl Store for PgStore {
         PgStore::reconcile(self, run_id, call_id, settled)
     }
 
-    fn create_task(&self, task: &NewTask, now: i64) -> Result<(), LedgerError> {
+    fn create_task(&self, task: &NewTask, now: i64) -> Result<bool, LedgerError> {
         PgStore::create_task(self, task, now)
     }
 
@@ -87,8 +87,22 @@ impl Store for PgStore {
         PgStore::task(self, task_id, now)
     }
 
+    fn tasks_of_run(&self, run_id: &str, now: i64) -> Result<Vec<TaskRecord>, LedgerError> {
+        PgStore::tasks_of_run(self, run_id, now)
+    }
+
     fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError> {
         PgStore::cancel_task(self, task_id, now)
+    }
+
+    fn retarget_task(
+        &self,
+        task_id: &str,
+        from: &str,
+        to: &str,
+        now: i64,
+    ) -> Result<bool, LedgerError> {
+        PgStore::retarget_task(self, task_id, from, to, now)
     }
 
     fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {

@@ -406,6 +406,7 @@ CREATE TABLE tasks (
     run_id                  TEXT    NOT NULL,
     call_id                 TEXT    NOT NULL,
     tool                    TEXT    NOT NULL,
+    arguments_json          TEXT    NOT NULL,  -- kept until pruned: approval shows and runs them
     owner                   TEXT    NOT NULL,
     created_at_ms           BIGINT  NOT NULL,
     updated_at_ms           BIGINT  NOT NULL,

@@ -8,15 +8,17 @@ use super::store::DB_NOW_MS;
 use super::PgStore;
 
 impl PgStore {
-    pub fn create_task(&self, task: &NewTask, now: i64) -> Result<(), LedgerError> {
+    pub fn create_task(&self, task: &NewTask, now: i64) -> Result<bool, LedgerError> {
         let (c, t, owner) = (self.connector(), task.clone(), self.owner().to_owned());
         self.run(async move {
-            c.get()
+            let n = c
+                .get()
                 .await?
                 .execute(
-                    "INSERT INTO tasks (task_id, principal, tenant, run_id, call_id, tool, owner,
-                         created_at_ms, updated_at_ms, expires_at_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)",
+                    "INSERT INTO tasks (task_id, principal, tenant, run_id, call_id, tool,
+                         arguments_json, owner, created_at_ms, updated_at_ms, expires_at_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6, $10, $7, $8, $8, $9)
+                     ON CONFLICT (task_id) DO NOTHING",
                     &[
                         &t.task_id,
                         &t.principal,
@@ -27,10 +29,11 @@ impl PgStore {
                         &owner,
                         &now,
                         &now.saturating_add(t.ttl_ms),
+                        &t.arguments,
                     ],
                 )
                 .await?;
-            Ok(())
+            Ok(n == 1)
         })
     }
 
@@ -38,43 +41,24 @@ impl PgStore {
         let (c, id) = (self.connector(), task_id.to_owned());
         self.run(async move {
             let sql = format!(
-                "SELECT t.task_id, t.principal, t.tenant, t.run_id, t.call_id, t.tool, t.owner,
-                        t.created_at_ms, t.updated_at_ms, t.expires_at_ms,
-                        t.cancel_requested_at_ms, c.state,
-                        COALESCE(r.result_json, c.result_json),
-                        EXISTS (SELECT 1 FROM hosts h
-                                WHERE h.owner = t.owner AND h.lease_until_ms > {DB_NOW_MS})
-                 FROM tasks t
-                 LEFT JOIN calls c ON c.run_id = t.run_id AND c.call_id = t.call_id
-                 LEFT JOIN reconciliations r ON r.run_id = t.run_id AND r.call_id = t.call_id
-                 WHERE t.task_id = $1 AND t.expires_at_ms > $2"
+                "{} WHERE t.task_id = $1 AND t.expires_at_ms > $2",
+                task_sql()
             );
-            let Some(row) = c.get().await?.query_opt(&sql, &[&id, &now]).await? else {
-                return Ok(None);
-            };
-            let state: Option<String> = row.get(11);
-            let result: Option<String> = row.get(12);
-            let alive: bool = row.get(13);
-            let call = match (state, result) {
-                (_, Some(json)) => TaskCall::Finished(Box::new(decode_result(&json)?)),
-                (Some(_), None) => TaskCall::Running,
-                (None, None) if alive => TaskCall::Running,
-                (None, None) => TaskCall::Lost,
-            };
-            Ok(Some(TaskRecord {
-                task_id: row.get(0),
-                principal: row.get(1),
-                tenant: row.get(2),
-                run_id: row.get(3),
-                call_id: row.get(4),
-                tool: row.get(5),
-                owner: row.get(6),
-                created_at_ms: row.get(7),
-                updated_at_ms: row.get(8),
-                expires_at_ms: row.get(9),
-                cancel_requested_at_ms: row.get(10),
-                call,
-            }))
+            let row = c.get().await?.query_opt(&sql, &[&id, &now]).await?;
+            row.as_ref().map(task_of).transpose()
+        })
+    }
+
+    pub fn tasks_of_run(&self, run_id: &str, now: i64) -> Result<Vec<TaskRecord>, LedgerError> {
+        let (c, run) = (self.connector(), run_id.to_owned());
+        self.run(async move {
+            let sql = format!(
+                "{} WHERE t.run_id = $1 AND t.expires_at_ms > $2
+                 ORDER BY t.created_at_ms, t.task_id",
+                task_sql()
+            );
+            let rows = c.get().await?.query(&sql, &[&run, &now]).await?;
+            rows.iter().map(task_of).collect()
         })
     }
 
@@ -90,6 +74,29 @@ impl PgStore {
                 )
                 .await?;
             Ok(())
+        })
+    }
+
+    pub fn retarget_task(
+        &self,
+        task_id: &str,
+        from: &str,
+        to: &str,
+        now: i64,
+    ) -> Result<bool, LedgerError> {
+        let (c, owner) = (self.connector(), self.owner().to_owned());
+        let (id, from, to) = (task_id.to_owned(), from.to_owned(), to.to_owned());
+        self.run(async move {
+            let n = c
+                .get()
+                .await?
+                .execute(
+                    "UPDATE tasks SET call_id = $3, owner = $4, updated_at_ms = $5
+                     WHERE task_id = $1 AND call_id = $2 AND expires_at_ms > $5",
+                    &[&id, &from, &to, &owner, &now],
+                )
+                .await?;
+            Ok(n == 1)
         })
     }
 
@@ -120,4 +127,50 @@ impl PgStore {
                 .await?)
         })
     }
+}
+
+/// A task and its call's state, with whether its host holds its lease ([`task_of`] reads it).
+fn task_sql() -> String {
+    format!(
+        "SELECT t.task_id, t.principal, t.tenant, t.run_id, t.call_id, t.tool, t.owner,
+                t.created_at_ms, GREATEST(t.updated_at_ms, c.started_at_ms, c.finished_at_ms),
+                t.expires_at_ms, t.cancel_requested_at_ms, c.state,
+                COALESCE(r.result_json, c.result_json),
+                EXISTS (SELECT 1 FROM hosts h
+                        WHERE h.owner = t.owner AND h.lease_until_ms > {DB_NOW_MS}),
+                t.arguments_json
+         FROM tasks t
+         LEFT JOIN calls c ON c.run_id = t.run_id AND c.call_id = t.call_id
+         LEFT JOIN reconciliations r ON r.run_id = t.run_id AND r.call_id = t.call_id"
+    )
+}
+
+/// One row of [`task_sql`].
+fn task_of(row: &tokio_postgres::Row) -> Result<TaskRecord, LedgerError> {
+    let state: Option<String> = row.get(11);
+    let result: Option<String> = row.get(12);
+    let alive: bool = row.get(13);
+    let arguments: String = row.get(14);
+    let call = match (state, result) {
+        (_, Some(json)) => TaskCall::Finished(Box::new(decode_result(&json)?)),
+        (Some(_), None) => TaskCall::Running,
+        (None, None) if alive => TaskCall::Running,
+        (None, None) => TaskCall::Lost,
+    };
+    Ok(TaskRecord {
+        task_id: row.get(0),
+        principal: row.get(1),
+        tenant: row.get(2),
+        run_id: row.get(3),
+        call_id: row.get(4),
+        tool: row.get(5),
+        arguments: serde_json::from_str(&arguments)
+            .map_err(|e| LedgerError::Corrupt(format!("a task's arguments: {e}")))?,
+        owner: row.get(6),
+        created_at_ms: row.get(7),
+        updated_at_ms: row.get(8),
+        expires_at_ms: row.get(9),
+        cancel_requested_at_ms: row.get(10),
+        call,
+    })
 }

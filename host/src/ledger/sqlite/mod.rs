@@ -189,7 +189,7 @@ impl Store for SqliteStore {
         reconcile::reconcile(&mut self.conn(), run_id, call_id, settled)
     }
 
-    fn create_task(&self, task: &NewTask, now: i64) -> Result<(), LedgerError> {
+    fn create_task(&self, task: &NewTask, now: i64) -> Result<bool, LedgerError> {
         tasks::create(&self.conn(), task, self.lease.owner(), now)
     }
 
@@ -197,8 +197,22 @@ impl Store for SqliteStore {
         tasks::read(&self.conn(), &self.lease, task_id, now)
     }
 
+    fn tasks_of_run(&self, run_id: &str, now: i64) -> Result<Vec<TaskRecord>, LedgerError> {
+        tasks::of_run(&self.conn(), &self.lease, run_id, now)
+    }
+
     fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError> {
         tasks::cancel(&self.conn(), task_id, now)
+    }
+
+    fn retarget_task(
+        &self,
+        task_id: &str,
+        from: &str,
+        to: &str,
+        now: i64,
+    ) -> Result<bool, LedgerError> {
+        tasks::retarget(&self.conn(), task_id, (from, to), self.lease.owner(), now)
     }
 
     fn cancelled_tasks(&self) -> Result<Vec<String>, LedgerError> {

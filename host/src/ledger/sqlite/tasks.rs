@@ -1,37 +1,52 @@
 //! Tasks on SQLite: the task's row, read with its call's state; cancel marks; pruning.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use super::super::codec::decode_result;
 use super::super::task_record::{NewTask, TaskCall, TaskRecord};
 use super::super::LedgerError;
 use super::lease::Lease;
 
-/// Insert `task`, run by `owner`, created at `now`.
+/// Insert `task`, run by `owner`, created at `now`, unless its id exists: whether it was.
 pub(super) fn create(
     conn: &Connection,
     task: &NewTask,
     owner: &str,
     now: i64,
-) -> Result<(), LedgerError> {
-    conn.prepare_cached(
-        "INSERT INTO tasks (task_id, principal, tenant, run_id, call_id, tool, owner,
-             created_at_ms, updated_at_ms, expires_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
-    )?
-    .execute(params![
-        task.task_id,
-        task.principal,
-        task.tenant,
-        task.run_id,
-        task.call_id,
-        task.tool,
-        owner,
-        now,
-        now.saturating_add(task.ttl_ms)
-    ])?;
-    Ok(())
+) -> Result<bool, LedgerError> {
+    let n = conn
+        .prepare_cached(
+            "INSERT INTO tasks (task_id, principal, tenant, run_id, call_id, tool, arguments_json,
+             owner, created_at_ms, updated_at_ms, expires_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?10, ?7, ?8, ?8, ?9)
+         ON CONFLICT (task_id) DO NOTHING",
+        )?
+        .execute(params![
+            task.task_id,
+            task.principal,
+            task.tenant,
+            task.run_id,
+            task.call_id,
+            task.tool,
+            owner,
+            now,
+            now.saturating_add(task.ttl_ms),
+            task.arguments
+        ])?;
+    Ok(n == 1)
 }
+
+/// The columns of a task and its call's state, for [`TASK_JOINS`] ([`task_of`] reads them).
+const TASK_SELECT: &str = "SELECT t.task_id, t.principal, t.tenant, t.run_id, t.call_id, t.tool,
+        t.owner, t.created_at_ms,
+        MAX(t.updated_at_ms, COALESCE(c.started_at_ms, 0), COALESCE(c.finished_at_ms, 0)),
+        t.expires_at_ms, t.cancel_requested_at_ms,
+        c.state, COALESCE(r.result_json, c.result_json), t.arguments_json";
+
+/// The tables a task is read from.
+const TASK_JOINS: &str = "FROM tasks t
+     LEFT JOIN calls c ON c.run_id = t.run_id AND c.call_id = t.call_id
+     LEFT JOIN reconciliations r ON r.run_id = t.run_id AND r.call_id = t.call_id";
 
 /// The task with its call's state, unless missing or expired by `now`.
 pub(super) fn read(
@@ -40,48 +55,60 @@ pub(super) fn read(
     task_id: &str,
     now: i64,
 ) -> Result<Option<TaskRecord>, LedgerError> {
-    type Row = (TaskRecord, Option<String>, Option<String>);
-    let found: Option<Row> = conn
-        .prepare_cached(
-            "SELECT t.task_id, t.principal, t.tenant, t.run_id, t.call_id, t.tool, t.owner,
-                    t.created_at_ms, t.updated_at_ms, t.expires_at_ms, t.cancel_requested_at_ms,
-                    c.state, COALESCE(r.result_json, c.result_json)
-             FROM tasks t
-             LEFT JOIN calls c ON c.run_id = t.run_id AND c.call_id = t.call_id
-             LEFT JOIN reconciliations r ON r.run_id = t.run_id AND r.call_id = t.call_id
-             WHERE t.task_id = ?1 AND t.expires_at_ms > ?2",
-        )?
-        .query_row(params![task_id, now], |row| {
-            Ok((
-                TaskRecord {
-                    task_id: row.get(0)?,
-                    principal: row.get(1)?,
-                    tenant: row.get(2)?,
-                    run_id: row.get(3)?,
-                    call_id: row.get(4)?,
-                    tool: row.get(5)?,
-                    owner: row.get(6)?,
-                    created_at_ms: row.get(7)?,
-                    updated_at_ms: row.get(8)?,
-                    expires_at_ms: row.get(9)?,
-                    cancel_requested_at_ms: row.get(10)?,
-                    call: TaskCall::Running,
-                },
-                row.get(11)?,
-                row.get(12)?,
-            ))
-        })
-        .optional()?;
-    let Some((mut task, state, result)) = found else {
-        return Ok(None);
-    };
-    task.call = match (state, result) {
+    let sql = format!("{TASK_SELECT} {TASK_JOINS} WHERE t.task_id = ?1 AND t.expires_at_ms > ?2");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params![task_id, now])?;
+    rows.next()?.map(|row| task_of(row, lease)).transpose()
+}
+
+/// The tasks of run `run_id` not expired by `now`, oldest first.
+pub(super) fn of_run(
+    conn: &Connection,
+    lease: &Lease,
+    run_id: &str,
+    now: i64,
+) -> Result<Vec<TaskRecord>, LedgerError> {
+    let sql = format!(
+        "{TASK_SELECT} {TASK_JOINS} WHERE t.run_id = ?1 AND t.expires_at_ms > ?2
+         ORDER BY t.created_at_ms, t.task_id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params![run_id, now])?;
+    let mut tasks = Vec::new();
+    while let Some(row) = rows.next()? {
+        tasks.push(task_of(row, lease)?);
+    }
+    Ok(tasks)
+}
+
+/// One row of [`TASK_SELECT`]: the task, its call's state judged with `lease`.
+fn task_of(row: &rusqlite::Row<'_>, lease: &Lease) -> Result<TaskRecord, LedgerError> {
+    let owner: String = row.get(6)?;
+    let state: Option<String> = row.get(11)?;
+    let result: Option<String> = row.get(12)?;
+    let arguments: String = row.get(13)?;
+    let call = match (state, result) {
         (_, Some(json)) => TaskCall::Finished(Box::new(decode_result(&json)?)),
         (Some(_), None) => TaskCall::Running,
-        (None, None) if lease.is_alive(&task.owner) => TaskCall::Running,
+        (None, None) if lease.is_alive(&owner) => TaskCall::Running,
         (None, None) => TaskCall::Lost,
     };
-    Ok(Some(task))
+    Ok(TaskRecord {
+        task_id: row.get(0)?,
+        principal: row.get(1)?,
+        tenant: row.get(2)?,
+        run_id: row.get(3)?,
+        call_id: row.get(4)?,
+        tool: row.get(5)?,
+        arguments: serde_json::from_str(&arguments)
+            .map_err(|e| LedgerError::Corrupt(format!("a task's arguments: {e}")))?,
+        owner,
+        created_at_ms: row.get(7)?,
+        updated_at_ms: row.get(8)?,
+        expires_at_ms: row.get(9)?,
+        cancel_requested_at_ms: row.get(10)?,
+        call,
+    })
 }
 
 /// Mark the task cancelled at `now` unless it is marked already.
@@ -92,6 +119,23 @@ pub(super) fn cancel(conn: &Connection, task_id: &str, now: i64) -> Result<(), L
     )?
     .execute(params![task_id, now])?;
     Ok(())
+}
+
+/// Point the task from call `from` to call `to`, run by `owner`: whether it was on `from`.
+pub(super) fn retarget(
+    conn: &Connection,
+    task_id: &str,
+    (from, to): (&str, &str),
+    owner: &str,
+    now: i64,
+) -> Result<bool, LedgerError> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE tasks SET call_id = ?3, owner = ?4, updated_at_ms = ?5
+             WHERE task_id = ?1 AND call_id = ?2 AND expires_at_ms > ?5",
+        )?
+        .execute(params![task_id, from, to, owner, now])?;
+    Ok(n == 1)
 }
 
 /// `owner`'s tasks marked cancelled whose calls have no outcome yet.

@@ -1,0 +1,467 @@
+//! MCP tasks (the `io.modelcontextprotocol/tasks` extension), served from the ledger.
+//!
+//! A `tools/call` of a tool configured `task = "optional"` or `"required"`, from a client that
+//! declared the extension, is answered at once with a task handle; the call runs on this host
+//! under every limit it has in a request. Whatever host of the ledger a client asks then:
+//! - `tasks/get` reads the task and its call's state from the ledger (`ledger/tasks.rs`);
+//! - `tasks/cancel` marks the task in the ledger; the host that runs it reads the marks of its
+//!   own tasks every [`CANCEL_POLL`] and stops those calls (at once when it is this host);
+//! - `tasks/update` answers a task waiting for approval: the approved call runs on this host,
+//!   and the task follows it there.
+//!
+//! A task is visible only to the principal and tenant that created it: any other caller gets
+//! the `-32602` an unknown id gets.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientCapabilities, CreateTaskResult, DetailedTask, ErrorData, GetTaskResult, JsonObject, Task,
+    TaskPayload, TaskStatus, UpdateTaskParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::mapping::{call_result, output_is_object, FAILURE_META};
+use super::mrtr::{answer, approved_call_id, Answer, Question, StateSeal};
+use super::{Identity, Shared};
+use crate::contract::{
+    ApproverHandle, Code, RunContext, Stage, Status, TaskMode, ToolCall, ToolResult,
+};
+use crate::ledger::{NewTask, TaskCall, TaskRecord};
+use crate::Runtime;
+
+/// How often a host reads the cancel marks of the tasks it runs: the longest a cancel asked on
+/// another host waits before this host stops the call (plus the guest's next epoch tick).
+pub const CANCEL_POLL: Duration = Duration::from_millis(250);
+
+/// How often a host deletes expired tasks.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// The poll interval a client is asked to keep.
+pub const POLL_INTERVAL_MS: u64 = 500;
+
+/// How long a task is kept after it is created, unless `[serve] task_ttl_secs` says otherwise.
+pub const DEFAULT_TASK_TTL_SECS: u64 = 3_600;
+
+/// The JSON-RPC code of a task whose call failed below the tool (internal error).
+const INTERNAL_ERROR: i32 = -32603;
+
+/// Whether a call of `tool` runs as a task: the tool's `task` setting and whether the request
+/// declared the extension. A `required` tool is refused (`-32021`) to a client that did not.
+pub fn as_task(
+    runtime: &Runtime,
+    tool: &str,
+    cx: &RequestContext<RoleServer>,
+) -> Result<bool, ErrorData> {
+    let mode = runtime.registry().get(tool).map(|t| t.task);
+    let declared = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
+    match (mode, declared) {
+        (Some(TaskMode::Required), false) => Err(ErrorData::missing_required_client_capability(
+            ClientCapabilities::builder().enable_tasks().build(),
+        )),
+        (Some(TaskMode::Optional | TaskMode::Required), true) => Ok(true),
+        _ => Ok(false),
+    }
+}
+
+/// The tasks this host runs, by id, with the token that stops each.
+pub struct Tasks {
+    running: Mutex<HashMap<String, CancellationToken>>,
+    ttl_ms: i64,
+}
+
+impl Tasks {
+    /// Tasks kept `ttl_secs` after creation.
+    pub fn new(ttl_secs: u64) -> Arc<Tasks> {
+        let ttl_ms = i64::try_from(ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+        Arc::new(Tasks {
+            running: Mutex::new(HashMap::new()),
+            ttl_ms: ttl_ms.clamp(1, crate::ledger::MAX_TASK_TTL_MS),
+        })
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Read the cancel marks of this host's tasks every [`CANCEL_POLL`] and stop those calls;
+    /// prune expired tasks every [`PRUNE_EVERY`]. Runs until the runtime stops.
+    pub async fn watch(self: Arc<Tasks>, runtime: Arc<Runtime>) {
+        let mut tick = tokio::time::interval(CANCEL_POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_prune = tokio::time::Instant::now();
+        loop {
+            tick.tick().await;
+            if !self.running().is_empty() {
+                let rt = runtime.clone();
+                let marked = tokio::task::spawn_blocking(move || rt.ledger().cancelled_tasks())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+                let running = self.running();
+                for id in marked {
+                    if let Some(token) = running.get(&id) {
+                        token.cancel();
+                    }
+                }
+            }
+            if last_prune.elapsed() >= PRUNE_EVERY {
+                last_prune = tokio::time::Instant::now();
+                let rt = runtime.clone();
+                let _ = tokio::task::spawn_blocking(move || rt.ledger().prune_tasks()).await;
+            }
+        }
+    }
+
+    /// Create a task for `call` in `ctx`'s run, recorded in the ledger before this returns,
+    /// and run the call on this host (tracked by `tracker`).
+    ///
+    /// A call the client named (a request id in a session; `toolhost/callId` in a `stateless`
+    /// request) has the task id of its name: a resend of it is the
+    /// same task, answered without running again; the same name with another tool or other
+    /// arguments is `None` (the request's own answer says why: `duplicate_call_id`). An unnamed
+    /// call gets a call id of its own task, so that no two tasks share a call.
+    pub async fn create(
+        self: &Arc<Tasks>,
+        shared: &Shared,
+        ctx: RunContext,
+        mut call: ToolCall,
+        (token, stateless): (Option<String>, bool),
+    ) -> Result<Option<CreateTaskResult>, ErrorData> {
+        let (runtime, tracker) = (&shared.runtime, &shared.tracker);
+        let named = !stateless || call.call_id.starts_with("key:");
+        let task_id = if named {
+            named_task(&ctx, &call.call_id)
+        } else {
+            let fresh = uuid::Uuid::new_v4().simple().to_string();
+            call.call_id = format!("task:{fresh}");
+            format!("task-{fresh}")
+        };
+        let task = NewTask {
+            task_id,
+            principal: ctx.principal.clone(),
+            tenant: ctx.tenant.clone(),
+            run_id: ctx.run_id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.to_string(),
+            ttl_ms: self.ttl_ms,
+        };
+        let rt = runtime.clone();
+        let created = task.clone();
+        if !blocking(move || rt.ledger().create_task(&created)).await? {
+            let caller = Identity {
+                principal: ctx.principal.clone(),
+                tenant: ctx.tenant.clone(),
+            };
+            let known = self.find(runtime, &caller, &task.task_id).await.ok();
+            return Ok(known
+                .filter(|t| t.tool == call.name && t.arguments == call.arguments)
+                .map(|t| seed(&t.task_id, t.created_at_ms, self.ttl_ms)));
+        }
+        self.run(runtime, tracker, &task.task_id, ctx, call, token);
+        Ok(Some(seed(
+            &task.task_id,
+            crate::ledger::now_ms(),
+            self.ttl_ms,
+        )))
+    }
+
+    /// Run `call` for task `task_id` on this host: its token is registered for cancels until
+    /// the call ends.
+    fn run(
+        self: &Arc<Tasks>,
+        runtime: &Arc<Runtime>,
+        tracker: &TaskTracker,
+        task_id: &str,
+        mut ctx: RunContext,
+        call: ToolCall,
+        token: Option<String>,
+    ) {
+        let stop = CancellationToken::new();
+        ctx.cancel = stop.clone();
+        self.running().insert(task_id.to_owned(), stop);
+        let (tasks, runtime, id) = (self.clone(), runtime.clone(), task_id.to_owned());
+        tracker.spawn(async move {
+            runtime.run_call(&ctx, &call, token.as_deref()).await;
+            tasks.running().remove(&id);
+        });
+    }
+
+    /// `tasks/get`: the task as `caller` may see it, from the ledger.
+    pub async fn get(
+        &self,
+        shared: &Shared,
+        caller: &Identity,
+        task_id: &str,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let (runtime, seal) = (&shared.runtime, &shared.seal);
+        let task = self.find(runtime, caller, task_id).await?;
+        let wrap = runtime
+            .registry()
+            .get(&task.tool)
+            .is_none_or(|t| !output_is_object(&t.output_schema));
+        Ok(GetTaskResult::new(detailed(&task, seal, caller, wrap)))
+    }
+
+    /// `tasks/cancel`: mark the task cancelled for whichever host runs it, and stop it now if
+    /// it runs here. A task that ended is left as it ended (the same empty answer).
+    pub async fn cancel(
+        &self,
+        shared: &Shared,
+        caller: &Identity,
+        task_id: &str,
+    ) -> Result<(), ErrorData> {
+        let rt = shared.runtime.clone();
+        let (id, who) = (task_id.to_owned(), caller.clone());
+        let known =
+            blocking(move || rt.ledger().cancel_task(&id, &who.principal, &who.tenant)).await?;
+        if !known {
+            return Err(unknown_task(task_id));
+        }
+        if let Some(token) = self.running().get(task_id) {
+            token.cancel();
+        }
+        Ok(())
+    }
+
+    /// `tasks/update`: the answer to a task that waits for approval. An approval runs the
+    /// approved call on this host and moves the task to it; a decline records the approved
+    /// call's refusal (`approval_denied`); anything else changes nothing.
+    pub async fn update(
+        self: &Arc<Tasks>,
+        shared: &Shared,
+        caller: &Identity,
+        params: &UpdateTaskParams,
+    ) -> Result<(), ErrorData> {
+        let (runtime, tracker) = (&shared.runtime, &shared.tracker);
+        let task = self.find(runtime, caller, &params.task_id).await?;
+        let TaskCall::Finished(waiting) = &task.call else {
+            return Ok(());
+        };
+        let Some(approval) = waiting
+            .approval
+            .as_ref()
+            .filter(|_| waiting.code == Some(Code::ApprovalRequired))
+        else {
+            return Ok(());
+        };
+        let given = answer(Some(&params.input_responses));
+        if !matches!(given, Answer::Approve | Answer::Decline) {
+            return Ok(());
+        }
+        let to = approved_call_id(&task.call_id);
+        let rt = runtime.clone();
+        let (id, from, next) = (task.task_id.clone(), task.call_id.clone(), to.clone());
+        if !blocking(move || rt.ledger().retarget_task(&id, &from, &next)).await? {
+            return Ok(()); // another update moved it first
+        }
+        let mut ctx = runtime.context(&caller.principal, &caller.tenant);
+        ctx.run_id = task.run_id.clone();
+        let call = ToolCall {
+            call_id: to,
+            name: task.tool.clone(),
+            arguments: task.arguments.clone(),
+        };
+        let token = match given {
+            Answer::Approve => match super::approvals::approved_handle(runtime, &approval.handle) {
+                Ok(token) => Some(token),
+                Err(failure) => {
+                    runtime
+                        .refuse_at(&ctx, &call, Stage::Approve, failure.refusal(&call))
+                        .await;
+                    return Ok(());
+                }
+            },
+            _ => {
+                ctx.approver = Some(ApproverHandle(Arc::new(super::mrtr::Declined)));
+                None
+            }
+        };
+        self.run(runtime, tracker, &task.task_id, ctx, call, token);
+        Ok(())
+    }
+
+    /// The task `task_id` as `caller` may see it, or the error an unknown id gets.
+    async fn find(
+        &self,
+        runtime: &Arc<Runtime>,
+        caller: &Identity,
+        task_id: &str,
+    ) -> Result<TaskRecord, ErrorData> {
+        let rt = runtime.clone();
+        let (id, who) = (task_id.to_owned(), caller.clone());
+        blocking(move || rt.ledger().task(&id, &who.principal, &who.tenant))
+            .await?
+            .ok_or_else(|| unknown_task(task_id))
+    }
+}
+
+/// The answer that creates a task: its id, `working`, its ttl and the poll interval.
+fn seed(task_id: &str, created_at_ms: i64, ttl_ms: i64) -> CreateTaskResult {
+    let at = rfc3339(created_at_ms);
+    let task = Task::new(task_id, TaskStatus::Working, at.clone(), at)
+        .with_ttl_ms(u64::try_from(ttl_ms).unwrap_or(u64::MAX))
+        .with_poll_interval_ms(POLL_INTERVAL_MS);
+    CreateTaskResult::new(task)
+}
+
+/// The task id of the call `call_id` a client named in `ctx`'s run: the same for a resend,
+/// another for any other caller, run or call.
+fn named_task(ctx: &RunContext, call_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [
+        "toolhost task",
+        &ctx.principal,
+        &ctx.tenant,
+        &ctx.run_id,
+        call_id,
+    ] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    format!("task-{}", &hex::encode(h.finalize())[..32])
+}
+
+/// Run a ledger operation off the async workers (a PostgreSQL round trip, a SQLite lock).
+async fn blocking<T: Send + 'static>(
+    op: impl FnOnce() -> Result<T, crate::ledger::LedgerError> + Send + 'static,
+) -> Result<T, ErrorData> {
+    match tokio::task::spawn_blocking(op).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            eprintln!("toolhost: a task's ledger operation failed: {e}");
+            Err(ErrorData::internal_error(
+                "the ledger is not available",
+                None,
+            ))
+        }
+        Err(_) => Err(ErrorData::internal_error(
+            "the ledger is not available",
+            None,
+        )),
+    }
+}
+
+/// The `-32602` of a task id this caller does not have.
+fn unknown_task(task_id: &str) -> ErrorData {
+    let shown = crate::runtime::clip(task_id, 128);
+    ErrorData::invalid_params(format!("no task {shown:?}"), None)
+}
+
+/// The task as `tasks/get` shows it: its call's state mapped onto the task statuses.
+///
+/// - running → `working`;
+/// - completed, or failed with a code the tool or a stage decided → `completed`, its result
+///   inlined as `tools/call` returns it (`isError` for a failure);
+/// - waiting for approval → `input_required`, the approval question as the input request;
+/// - cancelled (or cancelled after it started) → `cancelled`;
+/// - a trap, a host fault, an unknown outcome, or a call its host lost before recording it →
+///   `failed`, with a JSON-RPC error whose data carries the toolhost failure.
+fn detailed(task: &TaskRecord, seal: &StateSeal, caller: &Identity, wrap: bool) -> DetailedTask {
+    let base = Task::new(
+        task.task_id.clone(),
+        TaskStatus::Working,
+        rfc3339(task.created_at_ms),
+        rfc3339(task.updated_at_ms),
+    )
+    .with_ttl_ms(u64::try_from(task.expires_at_ms - task.created_at_ms).unwrap_or(0))
+    .with_poll_interval_ms(POLL_INTERVAL_MS);
+    let payload = match &task.call {
+        TaskCall::Running => TaskPayload::Working,
+        TaskCall::Lost => TaskPayload::Failed {
+            error: error_object(
+                "the host that ran this task stopped before its call was recorded",
+                json!({"status": "failed", "code": Code::HostError.as_str()}),
+            ),
+        },
+        TaskCall::Finished(result) => finished(task, result, seal, caller, wrap),
+    };
+    DetailedTask::new(base, payload)
+}
+
+fn finished(
+    task: &TaskRecord,
+    result: &ToolResult,
+    seal: &StateSeal,
+    caller: &Identity,
+    wrap: bool,
+) -> TaskPayload {
+    if let (Some(Code::ApprovalRequired), Some(a)) = (result.code, &result.approval) {
+        let q = Question {
+            tool: &task.tool,
+            run_id: &task.run_id,
+            call_id: &task.call_id,
+            handle: &a.handle,
+            expires_at: a.expires_at,
+            arguments: &task.arguments,
+        };
+        if let Some(input_requests) = seal.ask(&q, caller).and_then(|r| r.input_requests) {
+            return TaskPayload::InputRequired { input_requests };
+        }
+    }
+    match (result.status, result.code) {
+        (Status::Cancelled, _) | (Status::OutcomeUnknown, Some(Code::CancelledAfterStart)) => {
+            TaskPayload::Cancelled
+        }
+        (Status::OutcomeUnknown, _) | (Status::Failed, Some(Code::GuestTrap | Code::HostError)) => {
+            TaskPayload::Failed {
+                error: error_object(
+                    &result.message,
+                    json!({
+                        "status": result.status,
+                        "code": result.code.map(|c| c.as_str()),
+                        "call_id": result.call_id,
+                    }),
+                ),
+            }
+        }
+        _ => {
+            let rendered = serde_json::to_value(call_result(result, wrap)).unwrap_or(Value::Null);
+            TaskPayload::Completed {
+                result: object(rendered),
+            }
+        }
+    }
+}
+
+/// A JSON-RPC error object: the internal-error code, `message`, and the toolhost failure.
+fn error_object(message: &str, failure: Value) -> JsonObject {
+    object(json!({
+        "code": INTERNAL_ERROR,
+        "message": message,
+        "data": { FAILURE_META: failure },
+    }))
+}
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Unix milliseconds as an RFC 3339 timestamp in UTC, with milliseconds.
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Timestamps are RFC 3339 in UTC, as the extension's clients parse them.
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_796_377_301_677), "2026-12-04T09:41:41.677Z");
+    }
+}

@@ -1,0 +1,354 @@
+//! MCP tasks over Streamable HTTP (2026-07-28 requests that declare the tasks extension):
+//! a task answered at once and polled to its end; a cancel that stops the guest; a task that
+//! waits for approval and runs once approved; one caller's task hidden from another. On
+//! PostgreSQL (`pg_`): a task started on one host is polled, cancelled and approved through
+//! another, and a task whose host is killed ends `outcome_unknown` and is reconciled.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::mcp::{http_serve, HttpServer};
+use crate::mcp_stateless::{answer, http_post, routing_headers, MODERN};
+use crate::multi_host::Schema;
+use crate::support::{guest, toml_path, toolhost};
+use toolhost::serve::stateless::run_of;
+use toolhost::serve::Identity;
+
+const ALICE: &str = "alice-token";
+const MALLORY: &str = "mallory-token";
+
+/// The longest a task may take to reach the state a test waits for: wide, since a debug host
+/// compiles the guest on its first call.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// The longest a cancel may take to stop a running guest, asked on this host or another: the
+/// running host reads cancel marks every 250 ms and the guest stops at its next epoch tick
+/// (10 ms); a wide margin for loaded machines.
+const CANCEL_BOUND: Duration = Duration::from_secs(10);
+
+/// A config with the conformance guest's task tools (`slow_compute` optional and `write`, so a
+/// start is committed before it runs; `confirm_delete` optional and needing approval) and
+/// `greet`, alice and mallory as bearer-token callers, and `ledger` as its ledger section.
+fn config(ledger: &str) -> (tempfile::TempDir, PathBuf) {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let token = |t: &str, who: &str| {
+        format!(
+            "[[serve.token]]\nsha256 = \"{}\"\nprincipal = \"{who}\"\ntenant = \"{who}-corp\"\n",
+            hex::encode(Sha256::digest(t.as_bytes()))
+        )
+    };
+    let text = format!(
+        "data_dir = {data}\n{ledger}\n[serve]\n{alice}{mallory}\n\
+         [[component]]\npath = {conformance}\n\
+         [component.tools.slow-compute]\nrisk = \"write\"\ntask = \"optional\"\nlimits = {{ deadline_ms = 150_000 }}\n\
+         [component.tools.confirm-delete]\ntask = \"optional\"\napproval = \"required\"\n\
+         [[component]]\npath = {template}\n",
+        data = toml_path(&dir.path().join("data")),
+        alice = token(ALICE, "alice"),
+        mallory = token(MALLORY, "mallory"),
+        conformance = toml_path(&guest("conformance")),
+        template = toml_path(&guest("template")),
+    );
+    let path = dir.path().join("toolhost.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// A 2026-07-28 request that declares the tasks extension (or not), in alice's run `r1`.
+fn request(id: u64, method: &str, mut params: Value, tasks: bool) -> Value {
+    let mut caps = json!({"elicitation": {"form": {}}});
+    if tasks {
+        caps["extensions"] = json!({"io.modelcontextprotocol/tasks": {}});
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "toolhost/run": "r1",
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// `message` to `server` as `token`, with its routing headers: the JSON-RPC answer.
+fn send(server: &HttpServer, token: &str, message: &Value) -> Value {
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let mut headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+    headers.extend(routing_headers(message));
+    let (_, _, body) = http_post(addr, &headers, message).expect("an HTTP answer");
+    answer(&body, &message["id"])
+}
+
+/// Start `tool` with `arguments` as a task on `server`: its id.
+fn start(server: &HttpServer, tool: &str, arguments: Value) -> String {
+    let params = json!({"name": tool, "arguments": arguments});
+    let created = send(server, ALICE, &request(1, "tools/call", params, true));
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    assert_eq!(created["result"]["status"], "working", "{created}");
+    created["result"]["taskId"].as_str().unwrap().to_string()
+}
+
+/// `tasks/get` of `task` on `server` as `token`.
+fn get(server: &HttpServer, token: &str, task: &str) -> Value {
+    send(
+        server,
+        token,
+        &request(2, "tasks/get", json!({"taskId": task}), true),
+    )
+}
+
+/// Poll `task` on `server` until its status is `want` (bounded by `within`): the task.
+fn until(server: &HttpServer, task: &str, want: &str, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let got = get(server, ALICE, task);
+        if got["result"]["status"] == want {
+            return got["result"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {task} is not {want} after {within:?}: {got}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Cancel `task` through `server`: the ack.
+fn cancel(server: &HttpServer, token: &str, task: &str) -> Value {
+    send(
+        server,
+        token,
+        &request(3, "tasks/cancel", json!({"taskId": task}), true),
+    )
+}
+
+/// Answer `task`'s approval question through `server` with `approve`.
+fn answer_approval(server: &HttpServer, task: &str, approve: bool) -> Value {
+    let responses = json!({"approval": {"action": "accept", "content": {"approve": approve}}});
+    let params = json!({"taskId": task, "inputResponses": responses});
+    send(server, ALICE, &request(4, "tasks/update", params, true))
+}
+
+/// The calls of alice's run `r1` in the ledger.
+fn calls(config: &std::path::Path) -> Vec<Value> {
+    listing(config)["calls"].as_array().unwrap().clone()
+}
+
+/// `toolhost ledger --run` of alice's run `r1`.
+fn listing(config: &std::path::Path) -> Value {
+    let alice = Identity {
+        principal: "alice".into(),
+        tenant: "alice-corp".into(),
+    };
+    let run = run_of(&alice, "r1");
+    let out = toolhost(&[
+        "ledger",
+        "--config",
+        config.to_str().unwrap(),
+        "--run",
+        &run,
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    out.json()
+}
+
+/// On one host: a task is answered at once and polled to its result; another caller is told
+/// there is no such task (`-32602`, for get and cancel); a cancel stops a long guest within
+/// the bound and the task ends `cancelled`; a client without the extension gets the answer
+/// in the request; and the host keeps serving.
+#[test]
+fn a_task_is_polled_to_its_end_and_cancelled_on_one_host() {
+    let (_dir, cfg) = config("");
+    let host = http_serve(&cfg);
+    let task = start(&host, "slow_compute", json!({"seconds": 1, "label": "a"}));
+    for token in [MALLORY] {
+        for hidden in [get(&host, token, &task), cancel(&host, token, &task)] {
+            assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+        }
+    }
+    let done = until(&host, &task, "completed", PATIENCE);
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"result": "computed a in 1 s"}),
+        "{done}"
+    );
+    assert_eq!(done["result"]["isError"], false);
+
+    let long = start(&host, "slow_compute", json!({"seconds": 120, "label": "b"}));
+    until(&host, &long, "working", PATIENCE);
+    std::thread::sleep(Duration::from_millis(500)); // into the guest's sleep
+    let asked = Instant::now();
+    let ack = cancel(&host, ALICE, &long);
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    until(&host, &long, "cancelled", CANCEL_BOUND);
+    assert!(asked.elapsed() < CANCEL_BOUND);
+    let again = cancel(&host, ALICE, &long);
+    assert_eq!(
+        again["result"],
+        json!({"resultType": "complete"}),
+        "idempotent"
+    );
+
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "c"}});
+    let sync = send(&host, ALICE, &request(5, "tools/call", params, false));
+    assert_eq!(sync["result"]["resultType"], "complete", "{sync}");
+    assert!(sync["result"].get("taskId").is_none(), "{sync}");
+    let params = json!({"name": "greet", "arguments": {"name": "still here"}});
+    let greet = send(&host, ALICE, &request(6, "tools/call", params, true));
+    assert_eq!(greet["result"]["isError"], false, "{greet}");
+}
+
+/// A task of a tool that needs approval waits in `input_required` with the host's question;
+/// approved through `tasks/update`, it runs the approved call once and completes; a declined
+/// one completes `approval_denied` without running.
+#[test]
+fn a_task_waits_for_approval_and_runs_once_approved() {
+    let (_dir, cfg) = config("");
+    let host = http_serve(&cfg);
+    let task = start(&host, "confirm_delete", json!({"filename": "a.txt"}));
+    let waiting = until(&host, &task, "input_required", PATIENCE);
+    let question = &waiting["inputRequests"]["approval"];
+    assert_eq!(question["method"], "elicitation/create", "{waiting}");
+    assert!(question["params"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("a.txt"));
+    let ack = answer_approval(&host, &task, true);
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = until(&host, &task, "completed", PATIENCE);
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"result": "deleted a.txt"}),
+        "{done}"
+    );
+    // Answering again changes nothing: the task is no longer waiting.
+    answer_approval(&host, &task, true);
+    let ran: Vec<_> = calls(&cfg)
+        .into_iter()
+        .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
+        .collect();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    // `toolhost ledger` lists the task, moved to the approved call, without its arguments.
+    let tasks = listing(&cfg)["tasks"].as_array().unwrap().clone();
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert_eq!(tasks[0]["task_id"], json!(task));
+    assert!(tasks[0]["call_id"].as_str().unwrap().ends_with("~approved"));
+    assert_eq!(tasks[0]["call"]["state"], "finished", "{}", tasks[0]);
+    assert!(tasks[0].get("arguments").is_none());
+
+    let declined = start(&host, "confirm_delete", json!({"filename": "b.txt"}));
+    until(&host, &declined, "input_required", PATIENCE);
+    answer_approval(&host, &declined, false);
+    let done = until(&host, &declined, "completed", PATIENCE);
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert_eq!(
+        done["result"]["_meta"]["toolhost/failure"]["code"],
+        "approval_denied"
+    );
+}
+
+/// Two hosts on one PostgreSQL ledger: a task started on host A is polled to completion on
+/// host B; a long one cancelled through B stops its guest on A within the bound; one waiting
+/// for approval on A is approved through B and completes.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_task_on_one_host_is_polled_cancelled_and_approved_through_another() {
+    let schema = Schema::new();
+    let (_dir, cfg) = config(&schema.ledger_section());
+    let a = http_serve(&cfg);
+    let b = http_serve(&cfg);
+    let task = start(&a, "slow_compute", json!({"seconds": 1, "label": "across"}));
+    let done = until(&b, &task, "completed", PATIENCE);
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"result": "computed across in 1 s"})
+    );
+
+    let long = start(&a, "slow_compute", json!({"seconds": 120, "label": "stop"}));
+    until(&b, &long, "working", PATIENCE);
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    let ack = cancel(&b, ALICE, &long);
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    until(&b, &long, "cancelled", CANCEL_BOUND);
+    let took = asked.elapsed();
+    assert!(took < CANCEL_BOUND, "{took:?}");
+    eprintln!("cancel across hosts took {} ms", took.as_millis());
+
+    let approval = start(&a, "confirm_delete", json!({"filename": "c.txt"}));
+    until(&b, &approval, "input_required", PATIENCE);
+    answer_approval(&b, &approval, true);
+    let done = until(&a, &approval, "completed", PATIENCE);
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"result": "deleted c.txt"})
+    );
+}
+
+/// A task whose host is killed (`kill -9`) mid-call ends `failed` with `outcome_unknown` once
+/// the host's lease passes (3 s here) and another host recovers the call; an operator then
+/// reconciles it, and the task answers the reconciled result.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_task_whose_host_dies_ends_outcome_unknown_and_is_reconciled() {
+    let schema = Schema::new();
+    let (_dir, cfg) = config(&schema.ledger_section());
+    let mut doomed = http_serve(&cfg);
+    let survivor = http_serve(&cfg);
+    let task = start(
+        &doomed,
+        "slow_compute",
+        json!({"seconds": 120, "label": "lost"}),
+    );
+    let started = Instant::now();
+    while !calls(&cfg)
+        .iter()
+        .any(|c| c["tool"] == "slow_compute" && c["state"] == "started")
+    {
+        assert!(started.elapsed() < PATIENCE, "the call never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    doomed.child.kill().unwrap(); // SIGKILL
+    doomed.child.wait().unwrap();
+    let failed = until(&survivor, &task, "failed", PATIENCE);
+    let failure = &failed["error"]["data"]["toolhost/failure"];
+    assert_eq!(failure["status"], "outcome_unknown", "{failed}");
+    let call_id = failure["call_id"].as_str().unwrap().to_string();
+    let run = run_of(
+        &Identity {
+            principal: "alice".into(),
+            tenant: "alice-corp".into(),
+        },
+        "r1",
+    );
+    let record = toolhost(&[
+        "reconcile",
+        "--config",
+        cfg.to_str().unwrap(),
+        "record",
+        "--run",
+        &run,
+        "--call",
+        &call_id,
+        "completed",
+        "--output",
+        "\"computed lost in 120 s\"",
+        "--by",
+        "ops",
+        "--why",
+        "the job's own log says it finished",
+    ]);
+    assert_eq!(record.status, 0, "{}", record.stderr);
+    let reconciled = until(&survivor, &task, "completed", PATIENCE);
+    assert_eq!(
+        reconciled["result"]["structuredContent"],
+        json!({"result": "computed lost in 120 s"}),
+        "{reconciled}"
+    );
+    assert!(reconciled["result"]["_meta"]["toolhost/reconciled"]["at_ms"].is_i64());
+}
