@@ -252,6 +252,51 @@ fn a_task_waits_for_approval_and_runs_once_approved() {
     );
 }
 
+/// `tools/call` of `tool` with `arguments`, the call named `name` in alice's run, with the
+/// tasks extension declared (or not): the result.
+fn named_call(host: &HttpServer, name: &str, tool: &str, arguments: Value, tasks: bool) -> Value {
+    let params = json!({"name": tool, "arguments": arguments});
+    let mut message = request(7, "tools/call", params, tasks);
+    message["params"]["_meta"]["toolhost/callId"] = json!(name);
+    send(host, ALICE, &message)["result"].clone()
+}
+
+/// A task whose call the client named is one task: a resend gets the same task and runs
+/// nothing again; the name with other arguments is refused in the request
+/// (`duplicate_call_id`); a name an answered call already holds is answered from the ledger
+/// (a replay), never a task showing that call's result as its own.
+#[test]
+fn a_named_task_is_one_task_and_never_borrows_another_calls_result() {
+    let (_dir, cfg) = config("");
+    let host = http_serve(&cfg);
+    let args = json!({"seconds": 1, "label": "n"});
+    let first = named_call(&host, "job-1", "slow_compute", args.clone(), true);
+    let again = named_call(&host, "job-1", "slow_compute", args.clone(), true);
+    assert_eq!(first["resultType"], "task", "{first}");
+    assert_eq!(again["taskId"], first["taskId"], "{again}");
+    let task = first["taskId"].as_str().unwrap();
+    until(&host, task, "completed", PATIENCE);
+    let other = json!({"seconds": 2, "label": "other"});
+    let refused = named_call(&host, "job-1", "slow_compute", other, true);
+    assert_eq!(refused["resultType"], "complete", "{refused}");
+    assert_eq!(
+        refused["_meta"]["toolhost/failure"]["code"],
+        "duplicate_call_id"
+    );
+    let ran = calls(&cfg)
+        .iter()
+        .filter(|c| c["call_id"] == "key:job-1")
+        .count();
+    assert_eq!(ran, 1, "one call for the name");
+
+    let args = json!({"seconds": 0, "label": "sync"});
+    let sync = named_call(&host, "job-2", "slow_compute", args.clone(), false);
+    assert_eq!(sync["resultType"], "complete", "{sync}");
+    let replay = named_call(&host, "job-2", "slow_compute", args, true);
+    assert_eq!(replay["resultType"], "complete", "{replay}");
+    assert_eq!(replay["structuredContent"], sync["structuredContent"]);
+}
+
 /// Two hosts on one PostgreSQL ledger: a task started on host A is polled to completion on
 /// host B; a long one cancelled through B stops its guest on A within the bound; one waiting
 /// for approval on A is approved through B and completes.

@@ -124,7 +124,8 @@ impl Tasks {
     /// A call the client named (a request id in a session; `toolhost/callId` in a `stateless`
     /// request) has the task id of its name: a resend of it is the
     /// same task, answered without running again; the same name with another tool or other
-    /// arguments is `None` (the request's own answer says why: `duplicate_call_id`). An unnamed
+    /// arguments, or a name a call answered in a request already holds, is `None` (the
+    /// request's own answer follows: a replay or `duplicate_call_id`). An unnamed
     /// call gets a call id of its own task, so that no two tasks share a call.
     pub async fn create(
         self: &Arc<Tasks>,
@@ -152,9 +153,14 @@ impl Tasks {
             arguments: call.arguments.to_string(),
             ttl_ms: self.ttl_ms,
         };
+        // A named call the ledger knows (a task's, or one answered in a request) is not run
+        // again: its own task answers, or the request does (a replay, `duplicate_call_id`).
+        let rt = runtime.clone();
+        let (run, id) = (task.run_id.clone(), task.call_id.clone());
+        let known = named && blocking(move || rt.ledger().is_admitted(&run, &id)).await?;
         let rt = runtime.clone();
         let created = task.clone();
-        if !blocking(move || rt.ledger().create_task(&created)).await? {
+        if known || !blocking(move || rt.ledger().create_task(&created)).await? {
             let caller = Identity {
                 principal: ctx.principal.clone(),
                 tenant: ctx.tenant.clone(),
