@@ -68,9 +68,11 @@ pub fn as_task(
     }
 }
 
-/// The tasks this host runs, by id, with the token that stops each.
+/// The tasks this host runs, by id, with the run's number and the token that stops it.
 pub struct Tasks {
-    running: Mutex<HashMap<String, CancellationToken>>,
+    running: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    /// Numbers the runs, so that a run that ends removes its own entry only.
+    runs: std::sync::atomic::AtomicU64,
     ttl_ms: i64,
 }
 
@@ -80,11 +82,12 @@ impl Tasks {
         let ttl_ms = i64::try_from(ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
         Arc::new(Tasks {
             running: Mutex::new(HashMap::new()),
+            runs: std::sync::atomic::AtomicU64::new(0),
             ttl_ms: ttl_ms.clamp(1, crate::ledger::MAX_TASK_TTL_MS),
         })
     }
 
-    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, CancellationToken)>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -105,7 +108,7 @@ impl Tasks {
                     .unwrap_or_default();
                 let running = self.running();
                 for id in marked {
-                    if let Some(token) = running.get(&id) {
+                    if let Some((_, token)) = running.get(&id) {
                         token.cancel();
                     }
                 }
@@ -191,11 +194,16 @@ impl Tasks {
     ) {
         let stop = CancellationToken::new();
         ctx.cancel = stop.clone();
-        self.running().insert(task_id.to_owned(), stop);
+        let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.running().insert(task_id.to_owned(), (run, stop));
         let (tasks, runtime, id) = (self.clone(), runtime.clone(), task_id.to_owned());
         tracker.spawn(async move {
             runtime.run_call(&ctx, &call, token.as_deref()).await;
-            tasks.running().remove(&id);
+            let mut running = tasks.running();
+            // Only this run's entry: the approved call of the same task may have replaced it.
+            if running.get(&id).is_some_and(|(g, _)| *g == run) {
+                running.remove(&id);
+            }
         });
     }
 
@@ -230,7 +238,7 @@ impl Tasks {
         if !known {
             return Err(unknown_task(task_id));
         }
-        if let Some(token) = self.running().get(task_id) {
+        if let Some((_, token)) = self.running().get(task_id) {
             token.cancel();
         }
         Ok(())
