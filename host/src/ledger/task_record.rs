@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::codec::decode_result;
+use super::LedgerError;
 use crate::contract::ToolResult;
 
 /// Longest a task is kept after it is created, whatever its ttl asks: a day.
@@ -60,4 +62,25 @@ pub struct TaskRecord {
     /// When a client asked to cancel it, if one did.
     pub cancel_requested_at_ms: Option<i64>,
     pub call: TaskCall,
+}
+
+/// A task's call state from its call's row as a backend read it: the row's state, its result
+/// (a reconciliation's, if it has one), and whether the task's host holds its lease (asked
+/// only for a call not in the ledger).
+pub(crate) fn task_call(
+    state: Option<String>,
+    result: Option<String>,
+    host_alive: impl FnOnce() -> bool,
+) -> Result<TaskCall, LedgerError> {
+    Ok(match (state, result) {
+        (_, Some(json)) => TaskCall::Finished(Box::new(decode_result(&json)?)),
+        (Some(_), None) => TaskCall::Running,
+        (None, None) if host_alive() => TaskCall::Running,
+        (None, None) => TaskCall::Lost,
+    })
+}
+
+/// A task's stored arguments back.
+pub(crate) fn task_arguments(json: &str) -> Result<serde_json::Value, LedgerError> {
+    serde_json::from_str(json).map_err(|e| LedgerError::Corrupt(format!("a task's arguments: {e}")))
 }

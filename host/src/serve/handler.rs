@@ -33,7 +33,7 @@ use super::config::Identity;
 use super::elicit::ElicitingApprover;
 use super::frames::repeated_argument_key;
 use super::logging::{LogForwarder, SessionLevel};
-use super::mapping::{call_result, mcp_tool, output_is_object};
+use super::mapping::{call_result, mcp_tool, wraps_output};
 use super::mrtr::{self, Answer, Question, StateSeal};
 use super::progress::Forwarder;
 use super::stateless::{self, Place};
@@ -279,12 +279,7 @@ impl ServerHandler for Session {
             name: request.name.to_string(),
             arguments: Value::Object(request.arguments.clone().unwrap_or_default()),
         };
-        let wrap = self
-            .shared
-            .runtime
-            .registry()
-            .get(&call.name)
-            .is_none_or(|t| !output_is_object(&t.output_schema));
+        let wrap = wraps_output(&self.shared.runtime, &call.name);
         let identity = match self.identity(&cx) {
             Ok(i) => i,
             Err(why) => {

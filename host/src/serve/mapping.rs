@@ -20,6 +20,15 @@ pub fn output_is_object(schema: &Value) -> bool {
     schema.get("type").and_then(Value::as_str) == Some("object")
 }
 
+/// Whether the output of `tool` (as `runtime` serves it) is wrapped as `{"result": …}`; an
+/// unknown tool's failure is rendered as a wrapped one.
+pub fn wraps_output(runtime: &crate::Runtime, tool: &str) -> bool {
+    runtime
+        .registry()
+        .get(tool)
+        .is_none_or(|t| !output_is_object(&t.output_schema))
+}
+
 /// The MCP `outputSchema` for a derived (and refined) output schema.
 pub fn output_schema(schema: &Value) -> Value {
     if output_is_object(schema) {

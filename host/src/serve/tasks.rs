@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::mapping::{call_result, output_is_object, FAILURE_META};
+use super::mapping::{call_result, wraps_output, FAILURE_META};
 use super::mrtr::{answer, approved_call_id, Answer, Question, StateSeal};
 use super::{Identity, Shared};
 use crate::contract::{
@@ -216,10 +216,7 @@ impl Tasks {
     ) -> Result<GetTaskResult, ErrorData> {
         let (runtime, seal) = (&shared.runtime, &shared.seal);
         let task = self.find(runtime, caller, task_id).await?;
-        let wrap = runtime
-            .registry()
-            .get(&task.tool)
-            .is_none_or(|t| !output_is_object(&t.output_schema));
+        let wrap = wraps_output(runtime, &task.tool);
         Ok(GetTaskResult::new(detailed(&task, seal, caller, wrap)))
     }
 

@@ -1,8 +1,7 @@
 //! Tasks in PostgreSQL: the task's row, read with its call's state and its host's lease;
 //! cancel marks any host may set; pruning.
 
-use super::super::codec::decode_result;
-use super::super::task_record::{NewTask, TaskCall, TaskRecord};
+use super::super::task_record::{task_arguments, task_call, NewTask, TaskRecord};
 use super::super::LedgerError;
 use super::store::DB_NOW_MS;
 use super::PgStore;
@@ -151,12 +150,7 @@ fn task_of(row: &tokio_postgres::Row) -> Result<TaskRecord, LedgerError> {
     let result: Option<String> = row.get(12);
     let alive: bool = row.get(13);
     let arguments: String = row.get(14);
-    let call = match (state, result) {
-        (_, Some(json)) => TaskCall::Finished(Box::new(decode_result(&json)?)),
-        (Some(_), None) => TaskCall::Running,
-        (None, None) if alive => TaskCall::Running,
-        (None, None) => TaskCall::Lost,
-    };
+    let call = task_call(state, result, || alive)?;
     Ok(TaskRecord {
         task_id: row.get(0),
         principal: row.get(1),
@@ -164,8 +158,7 @@ fn task_of(row: &tokio_postgres::Row) -> Result<TaskRecord, LedgerError> {
         run_id: row.get(3),
         call_id: row.get(4),
         tool: row.get(5),
-        arguments: serde_json::from_str(&arguments)
-            .map_err(|e| LedgerError::Corrupt(format!("a task's arguments: {e}")))?,
+        arguments: task_arguments(&arguments)?,
         owner: row.get(6),
         created_at_ms: row.get(7),
         updated_at_ms: row.get(8),

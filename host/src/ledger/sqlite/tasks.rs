@@ -2,8 +2,7 @@
 
 use rusqlite::{params, Connection};
 
-use super::super::codec::decode_result;
-use super::super::task_record::{NewTask, TaskCall, TaskRecord};
+use super::super::task_record::{task_arguments, task_call, NewTask, TaskRecord};
 use super::super::LedgerError;
 use super::lease::Lease;
 
@@ -87,12 +86,7 @@ fn task_of(row: &rusqlite::Row<'_>, lease: &Lease) -> Result<TaskRecord, LedgerE
     let state: Option<String> = row.get(11)?;
     let result: Option<String> = row.get(12)?;
     let arguments: String = row.get(13)?;
-    let call = match (state, result) {
-        (_, Some(json)) => TaskCall::Finished(Box::new(decode_result(&json)?)),
-        (Some(_), None) => TaskCall::Running,
-        (None, None) if lease.is_alive(&owner) => TaskCall::Running,
-        (None, None) => TaskCall::Lost,
-    };
+    let call = task_call(state, result, || lease.is_alive(&owner))?;
     Ok(TaskRecord {
         task_id: row.get(0)?,
         principal: row.get(1)?,
@@ -100,8 +94,7 @@ fn task_of(row: &rusqlite::Row<'_>, lease: &Lease) -> Result<TaskRecord, LedgerE
         run_id: row.get(3)?,
         call_id: row.get(4)?,
         tool: row.get(5)?,
-        arguments: serde_json::from_str(&arguments)
-            .map_err(|e| LedgerError::Corrupt(format!("a task's arguments: {e}")))?,
+        arguments: task_arguments(&arguments)?,
         owner,
         created_at_ms: row.get(7)?,
         updated_at_ms: row.get(8)?,
