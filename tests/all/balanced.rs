@@ -377,8 +377,18 @@ fn recording_server(hold: Duration) -> (u16, Arc<Mutex<Vec<String>>>) {
                 let mut buf = [0u8; 4096];
                 let n = sock.read(&mut buf).unwrap_or(0);
                 let head = String::from_utf8_lossy(&buf[..n]);
-                let path = head.split(' ').nth(1).unwrap_or("").to_string();
-                seen.lock().unwrap().push(path);
+                // A request is a whole request line. A host killed after it connected and
+                // before its request line was out leaves a connection that carried none (an
+                // empty or cut line): no call reached the server through it.
+                let line = head.lines().next().unwrap_or("");
+                let mut parts = line.split(' ');
+                if let (Some(_), Some(path), Some(version)) =
+                    (parts.next(), parts.next(), parts.next())
+                {
+                    if version.starts_with("HTTP/") {
+                        seen.lock().unwrap().push(path.to_string());
+                    }
+                }
                 std::thread::sleep(hold);
                 let _ = sock.write_all(
                     b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
