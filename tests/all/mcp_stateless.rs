@@ -127,14 +127,14 @@ pub(crate) fn state_refusal(answer: &Value) -> &str {
 }
 
 /// A raw stdio server that has not been initialized, killed on drop.
-struct Stdio {
+pub(crate) struct Stdio {
     child: Child,
     stdin: ChildStdin,
     out: Receiver<String>,
 }
 
 impl Stdio {
-    fn start(config: &Path) -> Stdio {
+    pub(crate) fn start(config: &Path) -> Stdio {
         let mut child = crate::support::serve_stdio(config);
         Stdio {
             stdin: child.stdin.take().unwrap(),
@@ -144,7 +144,7 @@ impl Stdio {
     }
 
     /// Send `message` and return the answer to its id (notifications before it are skipped).
-    fn ask(&mut self, message: &Value) -> Value {
+    pub(crate) fn ask(&mut self, message: &Value) -> Value {
         writeln!(self.stdin, "{message}").unwrap();
         self.stdin.flush().unwrap();
         let until = Instant::now() + PATIENCE;

@@ -1,6 +1,6 @@
 // The polyglot example in JavaScript: a record, an option, a result and a list through the
 // host's JSON mapping, progress and log; and the hostile functions the host must contain.
-import { log, progress } from 'toolhost:tool/host@0.1.0';
+import { log, progress } from 'toolhost:tool/host@0.1.1';
 
 export const tools = {
   wordCounts(text, top) {

@@ -31,6 +31,9 @@ pub struct ComponentConfig {
     /// Network grant for this component's tools (none by default).
     #[serde(default)]
     pub network: Option<NetworkGrant>,
+    /// Credentials the tools use without ever holding them (none by default).
+    #[serde(default)]
+    pub secrets: Vec<SecretConfig>,
     /// Per exported function (by its WIT name): the model-facing name and overrides.
     #[serde(default)]
     pub tools: std::collections::BTreeMap<String, ToolConfig>,
@@ -45,6 +48,7 @@ impl ComponentConfig {
             limits: LimitsOverride::default(),
             fs: Vec::new(),
             network: None,
+            secrets: Vec::new(),
             tools: Default::default(),
         }
     }
@@ -123,6 +127,55 @@ pub struct NetworkGrant {
     /// Whether the guest may resolve names itself (`wasi:sockets/ip-name-lookup`). Default false.
     #[serde(default)]
     pub dns: bool,
+}
+
+/// A credential bound to hosts: the guest finds a placeholder in the environment variable
+/// `name`; the host sends the value, read from the host's environment variable `env` or from
+/// `file`, only in the headers of `wasi:http` requests to `hosts`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretConfig {
+    /// The environment variable the guest finds the placeholder in, e.g. `GITHUB_TOKEN`.
+    pub name: SecretName,
+    /// The host's environment variable that holds the value.
+    #[serde(default)]
+    pub env: Option<String>,
+    /// A file that holds the value (relative to the config file; one trailing newline ignored).
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    /// The `host:port` entries the value is sent to; each must be in a network grant of the
+    /// component.
+    pub hosts: Vec<HostPort>,
+}
+
+/// A secret's name as the guest sees it: an environment variable name of 1–64 characters,
+/// `A-Z`, `0-9` and `_`, not starting with a digit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
+pub struct SecretName(String);
+
+impl TryFrom<String> for SecretName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let ok = (1..=64).contains(&s.len())
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+            && s.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if ok {
+            Ok(SecretName(s))
+        } else {
+            Err(format!(
+                "secret name {s:?} must be an environment variable name of 1 to 64 characters \
+                 (A-Z, 0-9 and '_', not starting with a digit), like \"GITHUB_TOKEN\""
+            ))
+        }
+    }
+}
+
+impl SecretName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// A model-facing tool name: 1–64 of `A-Z a-z 0-9 _ -`, valid for MCP and OpenAI alike.

@@ -23,6 +23,9 @@ pub const MAX_DESCRIPTION_BYTES: usize = 2_048;
 /// The host's own WIT package, which tool worlds include.
 pub const TOOL_WIT: &str = include_str!("../../../wit/tool.wit");
 
+/// The package's first version, which components built before `context` existed include.
+pub const TOOL_WIT_0_1_0: &str = include_str!("../../../wit/compat/tool-0.1.0.wit");
+
 /// Docs per exported interface (`pkg:name/iface@ver`) and function name, and the functions
 /// the embedded WIT's worlds export.
 #[derive(Debug, Default)]
@@ -100,9 +103,14 @@ pub fn read_docs(component: &[u8]) -> Result<Docs, DocsError> {
 /// Parse WIT source (which may include `toolhost:tool`) and collect function docs.
 pub fn parse_docs(text: &str) -> Result<Docs, DocsError> {
     let mut resolve = wit_parser::Resolve::default();
-    resolve
-        .push_str("toolhost-tool.wit", TOOL_WIT)
-        .map_err(|e| DocsError::Invalid(format!("{e:#}")))?;
+    for (name, wit) in [
+        ("toolhost-tool-0.1.0.wit", TOOL_WIT_0_1_0),
+        ("toolhost-tool.wit", TOOL_WIT),
+    ] {
+        resolve
+            .push_str(name, wit)
+            .map_err(|e| DocsError::Invalid(format!("{e:#}")))?;
+    }
     let package = resolve
         .push_str("component.wit", text)
         .map_err(|e| DocsError::Invalid(format!("{e:#}")))?;

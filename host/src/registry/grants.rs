@@ -65,6 +65,14 @@ pub fn resolve_all(spec: &LoadSpec<'_>) -> Result<Vec<ComponentGrants>, Registry
             };
             tools.insert(export.clone(), grant);
         }
+        let mut component = component;
+        let secrets = super::secrets::resolve(spec.base_dir, c, i)?;
+        super::secrets::bind(&mut component, &secrets);
+        for grant in tools.values_mut() {
+            super::secrets::bind(grant, &secrets);
+        }
+        let grants: Vec<&Grant> = std::iter::once(&component).chain(tools.values()).collect();
+        super::secrets::check_reachable(spec.base_dir, c, i, &secrets, &grants)?;
         out.push(ComponentGrants { component, tools });
     }
     check_overlaps(&sites)?;
@@ -123,6 +131,7 @@ fn with_network(dirs: Vec<DirGrant>, network: Option<&NetworkGrant>) -> Grant {
             network.map(|n| n.allow.clone()).unwrap_or_default(),
         ),
         dns: network.is_some_and(|n| n.dns),
+        secrets: Vec::new(),
     }
 }
 

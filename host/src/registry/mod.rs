@@ -18,6 +18,7 @@ mod imports;
 mod load;
 mod needs;
 pub mod schema;
+mod secrets;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -112,6 +113,13 @@ pub enum RegistryError {
         dir: PathBuf,
         what: &'static str,
         file: PathBuf,
+    },
+    #[error("{path}: `{key}`: secret {name}: {problem}")]
+    Secret {
+        path: PathBuf,
+        key: String,
+        name: String,
+        problem: String,
     },
     #[error("{path}: function `{export}`: the {which} schema refinement is not usable: {message}")]
     Refinement {

@@ -221,7 +221,7 @@ impl Runtime {
     /// The execution stage alone: run `tool` with already converted parameters.
     pub async fn execute(&self, tool: &Tool, params: &[Val]) -> Execution {
         let ctx = self.context("local", "default");
-        self.execute_in(&ctx, tool, params).await
+        self.execute_in(&ctx, "execute", tool, params).await
     }
 
     /// **Benchmarks only:** the tool's call on raw wasmtime, with no pipeline and no limits
@@ -256,6 +256,7 @@ impl Runtime {
     pub(crate) async fn execute_in(
         &self,
         ctx: &RunContext,
+        call_id: &str,
         tool: &Tool,
         params: &[Val],
     ) -> Execution {
@@ -280,6 +281,8 @@ impl Runtime {
                 caller: crate::sandbox::Caller {
                     principal: &ctx.principal,
                     tenant: &ctx.tenant,
+                    run_id: &ctx.run_id,
+                    call_id,
                 },
                 cancel: &cancel,
                 live: crate::contract::LiveSinks {

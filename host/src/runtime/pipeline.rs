@@ -208,7 +208,7 @@ impl Runtime {
         } else if let Err(held) = journal.start(self.inline()).await {
             return self.held(ctx, call, held).await;
         }
-        let exec = self.execute_in(ctx, tool, &params).await;
+        let exec = self.execute_in(ctx, &call.call_id, tool, &params).await;
         // 8. check
         let result = self.check(call, tool, exec);
         let decision = result

@@ -15,10 +15,11 @@ use crate::contract::LiveSinks;
 use super::disk::DiskWatch;
 use super::engine::{deadline_ticks, EPOCH_TICK};
 use super::grant::{build_wasi, Caller, Grant};
-use super::host_api::Reports;
+use super::host_api::{idempotency_key, CallContext, HostApi, Reports};
 use super::host_budget::{is_table_full, HostBudget, HostBudgetError, HTTP_FIELDS_BYTES};
 use super::limits::{hostcall_bytes, is_hostcall_data_exhausted, CallLimiter, Limits};
 use super::network::HttpPolicy;
+use super::secrets::CallSecrets;
 use super::{CallState, Sandbox, SandboxError};
 
 /// Which limit (or fault) ended a call early.
@@ -104,7 +105,8 @@ impl Sandbox {
             let over = Fault::HostResourcesExceeded(HostBudgetError::Disk(d.reserve()));
             return ended_before_start(over, started);
         }
-        let (wasi, captured) = match build_wasi(grant, caller, limits.output_bytes) {
+        let secrets = CallSecrets::new(&grant.secrets);
+        let (wasi, captured) = match build_wasi(grant, caller, &secrets, limits.output_bytes) {
             Ok(w) => w,
             Err(e) => return setup_failure(e, started),
         };
@@ -115,11 +117,15 @@ impl Sandbox {
             wasi,
             table,
             http: http_ctx(),
-            hooks: HttpPolicy::new(grant.network.clone()),
+            hooks: HttpPolicy::new(grant.network.clone(), secrets.clone()),
             limiter: CallLimiter::new(limits),
-            reports: Reports {
-                live,
-                ..Reports::default()
+            host: HostApi {
+                reports: Reports {
+                    live,
+                    ..Reports::default()
+                },
+                context: call_context(caller, limits),
+                secrets: secrets.clone(),
             },
             budget: HostBudget::default(),
         };
@@ -159,7 +165,7 @@ impl Sandbox {
         let stdio_bytes = captured.len();
         let over_output = stdio_bytes > limits.output_bytes;
         let state = store.data();
-        let outcome = match timed {
+        let mut outcome = match timed {
             _ if disk_full.load(Ordering::Relaxed) => Err(Fault::HostResourcesExceeded(
                 HostBudgetError::Disk(limits.disk_reserve_bytes),
             )),
@@ -170,6 +176,14 @@ impl Sandbox {
             Some(Ok(Err(_))) if cancel.is_cancelled() => Err(Fault::Cancelled),
             Some(Ok(Err(e))) => Err(classify(&e, &state.limiter, handles)),
         };
+        // Nothing the call leaves holds a secret's value, whatever way the guest found it.
+        match &mut outcome {
+            Ok(results) => secrets.redact_vals(results),
+            Err(Fault::Trap { detail, .. }) => {
+                *detail = secrets.redact_string(std::mem::take(detail))
+            }
+            Err(_) => {}
+        }
         let fuel_left = store.get_fuel().unwrap_or(0);
         let state = store.into_data();
         Execution {
@@ -178,9 +192,9 @@ impl Sandbox {
             wall,
             memory_peak_bytes: state.limiter.memory_peak as u64,
             stdio_bytes,
-            stdout: captured.stdout.contents().to_vec(),
-            stderr: captured.stderr.contents().to_vec(),
-            reports: state.reports,
+            stdout: secrets.redact_cut(captured.stdout.contents().to_vec()),
+            stderr: secrets.redact_cut(captured.stderr.contents().to_vec()),
+            reports: state.host.reports,
         }
     }
 }
@@ -234,9 +248,21 @@ impl Sandbox {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            hooks: HttpPolicy::new(super::network::Allowlist::default()),
+            hooks: HttpPolicy::new(super::network::Allowlist::default(), CallSecrets::default()),
             limiter: CallLimiter::new(&Limits::default()),
-            reports: Reports::default(),
+            host: HostApi {
+                reports: Reports::default(),
+                context: call_context(
+                    Caller {
+                        principal: "",
+                        tenant: "",
+                        run_id: "",
+                        call_id: "",
+                    },
+                    &Limits::default(),
+                ),
+                secrets: CallSecrets::default(),
+            },
             budget: HostBudget::default(),
         };
         let mut store = Store::new(&self.engine, state);
@@ -261,6 +287,27 @@ async fn instantiate_and_call(
     let mut results = vec![Val::Bool(false); result_count];
     f.call_async(&mut *store, params, &mut results).await?;
     Ok(results)
+}
+
+/// What `host.context()` answers in the call `caller` makes under `limits` (starting now).
+fn call_context(caller: Caller<'_>, limits: &Limits) -> CallContext {
+    let deadline = std::time::SystemTime::now() + limits.deadline;
+    let deadline_unix_ms = deadline
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    CallContext {
+        principal: caller.principal.to_string(),
+        tenant: caller.tenant.to_string(),
+        run_id: caller.run_id.to_string(),
+        call_id: caller.call_id.to_string(),
+        idempotency_key: idempotency_key(
+            caller.principal,
+            caller.tenant,
+            caller.run_id,
+            caller.call_id,
+        ),
+        deadline_unix_ms,
+    }
 }
 
 /// A `wasi:http` context whose header fields hold at most [`HTTP_FIELDS_BYTES`] each.

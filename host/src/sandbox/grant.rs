@@ -1,7 +1,7 @@
 //! What one tool may touch, and the WASI context built from exactly that.
 //!
-//! Deny by default: no preopens, no sockets, no name lookup, no environment, no arguments,
-//! stdin closed, stdout and stderr captured in bounded in-memory pipes (never the host's own).
+//! Deny by default: no preopens, no sockets, no name lookup, no environment (only each
+//! secret's placeholder, under the secret's name), no arguments, stdin closed, stdout and stderr captured in bounded in-memory pipes (never the host's own).
 //! Granted directories are handles opened once at load ([`HostDir`]), never paths.
 
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use super::host_dir::HostDir;
 use super::network::Allowlist;
+use super::secrets::{CallSecrets, Secret};
 use super::SandboxError;
 
 /// A host directory visible to the guest.
@@ -46,11 +47,14 @@ pub enum PathPart {
     Tenant,
 }
 
-/// The trusted identity a call runs for, as far as the sandbox needs it (per-caller grants).
+/// The trusted identity a call runs for and the ids it is correlated by: per-caller grants
+/// and the guest's `host.context()`.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller<'a> {
     pub principal: &'a str,
     pub tenant: &'a str,
+    pub run_id: &'a str,
+    pub call_id: &'a str,
 }
 
 impl DirSource {
@@ -96,6 +100,8 @@ pub struct Grant {
     pub network: Allowlist,
     /// Whether `wasi:sockets/ip-name-lookup` works.
     pub dns: bool,
+    /// Credentials the tool uses by placeholder (each with a host in `network`).
+    pub secrets: Vec<Arc<Secret>>,
 }
 
 impl Grant {
@@ -123,6 +129,7 @@ impl Captured {
 pub fn build_wasi(
     grant: &Grant,
     caller: Caller<'_>,
+    secrets: &CallSecrets,
     output_bytes: u64,
 ) -> Result<(WasiCtx, Captured), SandboxError> {
     let cap = usize::try_from(output_bytes).unwrap_or(usize::MAX - 1) + 1;
@@ -137,6 +144,9 @@ pub fn build_wasi(
         .allow_udp(false)
         .allow_tcp(grant.has_network())
         .socket_addr_check(grant.network.socket_check());
+    for (name, placeholder) in secrets.env() {
+        b.env(name, placeholder);
+    }
     for d in &grant.dirs {
         let perms = if d.writable {
             FsPerms::ReadWrite

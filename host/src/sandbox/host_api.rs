@@ -1,7 +1,9 @@
-//! The `toolhost:tool/host` interface a guest imports: bounded progress reports and bounded logs.
+//! The `toolhost:tool/host` interface a guest imports: bounded progress reports and bounded
+//! logs, and the call's trusted context.
 //!
-//! Both are capped per call in count and in message size; whatever comes past the caps is
+//! Reports are capped per call in count and in message size; whatever comes past the caps is
 //! counted and dropped, so a guest that floods them costs the host a fixed amount of memory.
+//! A message has the call's secret values redacted before it is kept or goes live.
 
 use serde::Serialize;
 
@@ -12,7 +14,9 @@ wasmtime::component::bindgen!({
     world: "toolhost:tool/tool",
 });
 
-pub use self::toolhost::tool::host::{add_to_linker, Host, Level};
+pub use self::toolhost::tool::host::{add_to_linker, CallContext, Host, Level};
+
+use super::secrets::CallSecrets;
 
 /// Reports (progress and log lines together) kept per call.
 pub const MAX_REPORTS_PER_CALL: usize = 256;
@@ -69,7 +73,45 @@ impl Reports {
     }
 }
 
-impl Host for Reports {
+/// What a guest's `toolhost:tool/host` import reaches during one call.
+pub struct HostApi {
+    pub reports: Reports,
+    pub context: CallContext,
+    pub secrets: CallSecrets,
+}
+
+impl Host for HostApi {
+    fn progress(&mut self, done: u64, total: Option<u64>, message: String) {
+        let message = self.secrets.redact_string(message);
+        self.reports.progress(done, total, message);
+    }
+
+    fn log(&mut self, level: Level, message: String) {
+        let message = self.secrets.redact_string(message);
+        self.reports.log(level, message);
+    }
+
+    fn context(&mut self) -> CallContext {
+        self.context.clone()
+    }
+}
+
+/// The idempotency key of call `call_id` of run `run_id` for `principal` of `tenant`: the
+/// first 128 bits of a SHA-256 over the four, each length-prefixed, in hex. The same inputs
+/// give the same key on every host; the ledger admits one caller per `(run, call id)`, so two
+/// calls never share a key.
+pub fn idempotency_key(principal: &str, tenant: &str, run_id: &str, call_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"toolhost idempotency key v1");
+    for part in [principal, tenant, run_id, call_id] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+impl Reports {
     fn progress(&mut self, done: u64, total: Option<u64>, message: String) {
         if let Some(sink) = &self.live.progress {
             sink.offer(GuestProgress { done, total });
@@ -161,5 +203,26 @@ mod tests {
             rest += 1;
         }
         assert_eq!(rest, MAX_REPORTS_PER_CALL - 1, "only kept lines go live");
+    }
+
+    /// The key is a function of the caller, the run and the call id alone, and any change of
+    /// one (or a shifted boundary between two) gives another key.
+    #[test]
+    fn idempotency_keys_are_stable_and_distinct() {
+        let k = idempotency_key("alice", "acme", "run-1", "call-1");
+        assert_eq!(k, idempotency_key("alice", "acme", "run-1", "call-1"));
+        assert_eq!(k.len(), 32);
+        assert!(k
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        for other in [
+            idempotency_key("alice", "acme", "run-1", "call-2"),
+            idempotency_key("alice", "acme", "run-2", "call-1"),
+            idempotency_key("bob", "acme", "run-1", "call-1"),
+            idempotency_key("alice", "other", "run-1", "call-1"),
+            idempotency_key("alice", "acme", "run-1c", "all-1"),
+        ] {
+            assert_ne!(k, other);
+        }
     }
 }

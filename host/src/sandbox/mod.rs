@@ -14,6 +14,8 @@ mod host_budget;
 mod host_dir;
 mod limits;
 mod network;
+mod redact;
+mod secrets;
 
 use wasmtime::component::{Component, HasData, InstancePre, Linker, ResourceTable};
 use wasmtime::Engine;
@@ -29,7 +31,9 @@ pub use engine::{
 };
 pub use executor::{Execution, Fault, Invocation};
 pub use grant::{Caller, DirGrant, DirSource, Grant, PathPart};
-pub use host_api::{Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
+pub use host_api::{
+    idempotency_key, CallContext, Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES,
+};
 pub use host_budget::{
     HostBudgetError, HTTP_BODY_CHUNK_BYTES, HTTP_FIELDS_BYTES, LISTING_ENTRY_BYTES,
     MAX_HOST_HANDLES_PER_CALL, MAX_HTTP_REQUESTS_IN_FLIGHT, MAX_LISTING_BYTES_PER_CALL,
@@ -37,6 +41,10 @@ pub use host_budget::{
 pub use host_dir::{check_caller_name, HostDir, HostDirError, MAX_CALLER_COMPONENT_BYTES};
 pub use limits::*;
 pub use network::{Allowlist, HostPort};
+pub use secrets::{
+    CallSecrets, Secret, SecretValue, SecretValueError, MAX_SECRETS_PER_COMPONENT,
+    MAX_SECRET_BYTES, MIN_SECRET_BYTES,
+};
 /// wasmtime's trap kinds, as [`Fault::Trap`] carries them.
 pub use wasmtime::Trap;
 
@@ -74,7 +82,7 @@ pub struct CallState {
     http: WasiHttpCtx,
     hooks: network::HttpPolicy,
     limiter: limits::CallLimiter,
-    reports: Reports,
+    host: host_api::HostApi,
     budget: host_budget::HostBudget,
 }
 
@@ -97,9 +105,9 @@ impl WasiHttpView for CallState {
     }
 }
 
-struct ReportsData;
-impl HasData for ReportsData {
-    type Data<'a> = &'a mut Reports;
+struct HostData;
+impl HasData for HostData {
+    type Data<'a> = &'a mut host_api::HostApi;
 }
 
 /// The engine and linkers of one host.
@@ -121,8 +129,7 @@ impl Sandbox {
         let mut base = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut base).map_err(link)?;
         host_budget::charge_listings(&mut base).map_err(link)?;
-        host_api::add_to_linker::<CallState, ReportsData>(&mut base, |s| &mut s.reports)
-            .map_err(link)?;
+        host_api::add_to_linker::<CallState, HostData>(&mut base, |s| &mut s.host).map_err(link)?;
         let mut with_http = base.clone();
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut with_http).map_err(link)?;
         let ticker = match epochs {

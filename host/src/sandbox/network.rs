@@ -15,6 +15,8 @@ use serde::Deserialize;
 use std::fmt;
 
 use super::host_budget::{HTTP_BODY_CHUNK_BYTES, MAX_HTTP_REQUESTS_IN_FLIGHT};
+use super::redact::RedactedBody;
+use super::secrets::CallSecrets;
 
 /// A `host:port` network allowlist entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
@@ -80,6 +82,16 @@ impl Allowlist {
         self.entries.is_empty()
     }
 
+    /// The entries, in config order.
+    pub fn entries(&self) -> &[HostPort] {
+        &self.entries
+    }
+
+    /// Whether `entry` is on the list (by [`Allowlist::allows_authority`]).
+    pub fn allows(&self, entry: &HostPort) -> bool {
+        self.allows_authority(&entry.host, entry.port)
+    }
+
     /// Whether a request to `host:port` (a URL's authority) is allowed: the host must match an
     /// entry exactly (names case-insensitively, IP literals by value).
     pub fn allows_authority(&self, host: &str, port: u16) -> bool {
@@ -139,17 +151,40 @@ impl Allowlist {
 
 /// `wasi:http` hooks of one call: every request whose authority is not on the allowlist is
 /// refused, at most [`MAX_HTTP_REQUESTS_IN_FLIGHT`] are in flight, and a body buffers at most
-/// two writes of [`HTTP_BODY_CHUNK_BYTES`].
+/// two writes of [`HTTP_BODY_CHUNK_BYTES`]. A request to a secret's host carries the secret's
+/// value in place of its placeholder (headers only); every response has the call's secret
+/// values redacted from its headers, body and trailers.
 pub struct HttpPolicy {
     allow: Allowlist,
+    secrets: CallSecrets,
     in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl HttpPolicy {
-    pub fn new(allow: Allowlist) -> Self {
+    pub fn new(allow: Allowlist, secrets: CallSecrets) -> Self {
         HttpPolicy {
             allow,
+            secrets,
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_HTTP_REQUESTS_IN_FLIGHT)),
+        }
+    }
+
+    /// Put the value of each secret bound to the request's destination in place of its
+    /// placeholder, in every header value. Marked sensitive, so HPACK never indexes it.
+    fn substitute(
+        &self,
+        request: &mut http::Request<WasiBody>,
+        host: &str,
+        port: u16,
+        https: bool,
+    ) {
+        for value in request.headers_mut().values_mut() {
+            if let Some(real) = self.secrets.substitute(value.as_bytes(), host, port, https) {
+                if let Ok(mut v) = http::HeaderValue::from_bytes(&real) {
+                    v.set_sensitive(true);
+                    *value = v;
+                }
+            }
         }
     }
 }
@@ -169,20 +204,23 @@ type ResponseFuture = Box<
 impl WasiHttpHooks for HttpPolicy {
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
         let uri = request.uri();
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let allowed = uri
-            .host()
-            .is_some_and(|host| self.allow.allows_authority(host, port));
+        let host = uri.host().unwrap_or_default().to_string();
+        let allowed = !host.is_empty() && self.allow.allows_authority(&host, port);
         drop(fut);
         if !allowed {
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
+        if !self.secrets.is_empty() {
+            self.substitute(&mut request, &host, port, https);
+        }
+        let secrets = self.secrets.clone();
         // The permit lives as long as the connection's I/O, which ends when the guest drops
         // the response (or the call ends).
         let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
@@ -190,11 +228,16 @@ impl WasiHttpHooks for HttpPolicy {
         };
         Box::new(async move {
             use http_body_util::BodyExt;
-            let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            let (mut res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             let io = async move {
                 let _permit = permit;
                 io.await
             };
+            if !secrets.is_empty() {
+                secrets.redact_headers(res.headers_mut());
+                let res = res.map(|b| RedactedBody::new(b.boxed_unsync(), secrets).boxed_unsync());
+                return Ok((res, Box::new(io) as Box<dyn Future<Output = _> + Send>));
+            }
             Ok((
                 res.map(BodyExt::boxed_unsync),
                 Box::new(io) as Box<dyn Future<Output = _> + Send>,

@@ -6,5 +6,9 @@ from wit_world.imports import host
 
 class Tools(exports.Tools):
     def greet(self, name: str) -> str:
-        host.log(host.Level.INFO, "greeting")
+        # Who called and which call this is, from the host (never from the arguments). A tool
+        # that changes something elsewhere sends ctx.idempotency_key with its request (e.g. an
+        # Idempotency-Key header), so that a retry of this call cannot do it twice.
+        ctx = host.context()
+        host.log(host.Level.INFO, f"greeting for {ctx.principal} (key {ctx.idempotency_key})")
         return f"Hello, {name}!"

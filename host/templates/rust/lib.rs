@@ -12,7 +12,12 @@ struct Tools;
 
 impl Guest for Tools {
     fn greet(name: String) -> String {
-        host::log(host::Level::Info, "greeting");
+        // Who called and which call this is, from the host (never from the arguments). A tool
+        // that changes something elsewhere sends `ctx.idempotency_key` with its request (e.g. an
+        // `Idempotency-Key` header), so that a retry of this call cannot do it twice.
+        let ctx = host::context();
+        let line = format!("greeting for {} (key {})", ctx.principal, ctx.idempotency_key);
+        host::log(host::Level::Info, &line);
         format!("Hello, {name}!")
     }
 }
