@@ -260,3 +260,37 @@ async fn a_value_from_the_environment_through_toolhost_call() {
         no_env.stderr
     );
 }
+
+/// Each way `leak_secret` tries, and the test that proves it fails. A new way must be added
+/// here (`every_leak_has_a_test` fails until it is).
+const LEAKS: &[(&str, fn())] = &[
+    ("header", a_secret_reaches_only_its_host_and_never_comes_back),
+    ("query", a_secret_reaches_only_its_host_and_never_comes_back),
+    ("body", a_secret_reaches_only_its_host_and_never_comes_back),
+    ("output", the_guest_holds_only_a_placeholder),
+    ("log", the_guest_holds_only_a_placeholder),
+    ("stdio", the_guest_holds_only_a_placeholder),
+    ("file", the_guest_holds_only_a_placeholder),
+    ("env", the_guest_holds_only_a_placeholder),
+    (
+        "read-file",
+        a_value_found_in_a_file_is_redacted_from_what_the_call_leaves,
+    ),
+];
+
+/// The fixture's ways (its input schema's enum) are exactly the ones listed above.
+#[tokio::test]
+async fn every_leak_has_a_test() {
+    let w = World::new().await;
+    let tool = w.rt.registry().get("leak_secret").unwrap();
+    let mut ways: Vec<&str> = tool.input_schema["properties"]["how"]["enum"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", tool.input_schema))
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    ways.sort();
+    let mut listed: Vec<&str> = LEAKS.iter().map(|(w, _)| *w).collect();
+    listed.sort();
+    assert_eq!(ways, listed);
+}

@@ -15,7 +15,7 @@ use crate::contract::LiveSinks;
 use super::disk::DiskWatch;
 use super::engine::{deadline_ticks, EPOCH_TICK};
 use super::grant::{build_wasi, Caller, Grant};
-use super::host_api::{idempotency_key, CallContext, HostApi, Reports};
+use super::host_api::{CallContext, HostApi, Reports};
 use super::host_budget::{is_table_full, HostBudget, HostBudgetError, HTTP_FIELDS_BYTES};
 use super::limits::{hostcall_bytes, is_hostcall_data_exhausted, CallLimiter, Limits};
 use super::network::HttpPolicy;
@@ -289,7 +289,8 @@ async fn instantiate_and_call(
     Ok(results)
 }
 
-/// What `host.context()` answers in the call `caller` makes under `limits` (starting now).
+/// What `host.context()` answers in the call `caller` makes under `limits` (starting now);
+/// the idempotency key is derived when the guest first asks (`HostApi::context`).
 fn call_context(caller: Caller<'_>, limits: &Limits) -> CallContext {
     let deadline = std::time::SystemTime::now() + limits.deadline;
     let deadline_unix_ms = deadline
@@ -300,12 +301,7 @@ fn call_context(caller: Caller<'_>, limits: &Limits) -> CallContext {
         tenant: caller.tenant.to_string(),
         run_id: caller.run_id.to_string(),
         call_id: caller.call_id.to_string(),
-        idempotency_key: idempotency_key(
-            caller.principal,
-            caller.tenant,
-            caller.run_id,
-            caller.call_id,
-        ),
+        idempotency_key: String::new(),
         deadline_unix_ms,
     }
 }

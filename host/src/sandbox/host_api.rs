@@ -76,6 +76,7 @@ impl Reports {
 /// What a guest's `toolhost:tool/host` import reaches during one call.
 pub struct HostApi {
     pub reports: Reports,
+    /// The call's context; its idempotency key is filled in when the guest first asks.
     pub context: CallContext,
     pub secrets: CallSecrets,
 }
@@ -92,6 +93,12 @@ impl Host for HostApi {
     }
 
     fn context(&mut self) -> CallContext {
+        // Derived on first use: most calls never ask.
+        if self.context.idempotency_key.is_empty() {
+            let c = &self.context;
+            self.context.idempotency_key =
+                idempotency_key(&c.principal, &c.tenant, &c.run_id, &c.call_id);
+        }
         self.context.clone()
     }
 }

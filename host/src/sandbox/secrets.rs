@@ -240,5 +240,27 @@ mod tests {
             .substitute(env[1].1.as_bytes(), "127.0.0.1", 8080, false)
             .unwrap();
         assert_eq!(local, b"local_value_42");
+        // Another call's placeholder (one a model saw in an earlier output and put in the
+        // arguments) names nothing in this call.
+        let later = CallSecrets::new(&s);
+        assert!(later
+            .substitute(header.as_bytes(), "api.example.com", 443, true)
+            .is_none());
+    }
+
+    /// A placeholder's length is the same whatever the value's length.
+    #[test]
+    fn placeholders_do_not_tell_the_length() {
+        let a = secret("K", "12345678", &["a.example:443"]);
+        let b = secret("K", &"x".repeat(MAX_SECRET_BYTES), &["a.example:443"]);
+        let len = |s: &Arc<Secret>| {
+            CallSecrets::new(std::slice::from_ref(s))
+                .env()
+                .next()
+                .unwrap()
+                .1
+                .len()
+        };
+        assert_eq!(len(&a), len(&b));
     }
 }
