@@ -136,6 +136,13 @@ fn the_maximal_config_checks_clean() {
     let hello = tools.iter().find(|t| t["name"] == "say_hello").unwrap();
     assert_eq!(hello["needs_approval"], true, "{hello}");
     assert_eq!(hello["limits"]["deadline_ms"], 500, "{hello}");
+    // A secret shows where its value comes from and goes, never the value; the tool whose
+    // network grant does not reach the secret's host does not get it.
+    let secret = &v["component"][0]["secrets"][0];
+    assert_eq!(secret["name"], "PAYMENTS_TOKEN", "{v}");
+    assert_eq!(secret["hosts"][0], "127.0.0.1:9", "{v}");
+    assert!(!out.stdout.contains("tok_maximal"), "{}", out.stdout);
+    assert_eq!(hello["secrets"], serde_json::json!([]), "{hello}");
 }
 
 /// Without a config's own settings, check-config prints every default.

@@ -264,7 +264,10 @@ async fn a_value_from_the_environment_through_toolhost_call() {
 /// Each way `leak_secret` tries, and the test that proves it fails. A new way must be added
 /// here (`every_leak_has_a_test` fails until it is).
 const LEAKS: &[(&str, fn())] = &[
-    ("header", a_secret_reaches_only_its_host_and_never_comes_back),
+    (
+        "header",
+        a_secret_reaches_only_its_host_and_never_comes_back,
+    ),
     ("query", a_secret_reaches_only_its_host_and_never_comes_back),
     ("body", a_secret_reaches_only_its_host_and_never_comes_back),
     ("output", the_guest_holds_only_a_placeholder),

@@ -45,6 +45,13 @@ impl Config {
                         "allow": n.allow.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
                         "dns": n.dns,
                     })),
+                    // Where each value comes from and where it may go; never a value.
+                    "secrets": c.secrets.iter().map(|s| json!({
+                        "name": s.name.as_str(),
+                        "env": s.env,
+                        "file": s.file.as_ref().map(|f| self.base_dir.join(f).display().to_string()),
+                        "hosts": s.hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+                    })).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -63,6 +70,7 @@ impl Config {
                         "writable": d.writable,
                     })).collect::<Vec<_>>(),
                     "network": t.grant.has_network(),
+                    "secrets": t.grant.secrets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
                 })
             })
             .collect();
