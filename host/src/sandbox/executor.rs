@@ -192,8 +192,8 @@ impl Sandbox {
             wall,
             memory_peak_bytes: state.limiter.memory_peak as u64,
             stdio_bytes,
-            stdout: secrets.redact_cut(captured.stdout.contents().to_vec()),
-            stderr: secrets.redact_cut(captured.stderr.contents().to_vec()),
+            stdout: secrets.redact_cut(captured.stdout.contents().to_vec(), over_output),
+            stderr: secrets.redact_cut(captured.stderr.contents().to_vec(), over_output),
             reports: state.host.reports,
         }
     }

@@ -53,6 +53,11 @@ pub struct Reports {
 }
 
 impl Reports {
+    /// Whether the next report would be dropped.
+    fn is_full(&self) -> bool {
+        self.kept.len() >= MAX_REPORTS_PER_CALL
+    }
+
     fn push(&mut self, report: Report) {
         if self.kept.len() < MAX_REPORTS_PER_CALL {
             self.kept.push(report);
@@ -81,14 +86,30 @@ pub struct HostApi {
     pub secrets: CallSecrets,
 }
 
+impl HostApi {
+    /// `message` with the call's secret values redacted, when it will be kept: only its first
+    /// [`MAX_REPORT_MESSAGE_BYTES`] and one value's length more are read, and what a cut
+    /// through a value would leave is dropped. A report past the cap is dropped unread.
+    fn redacted(&mut self, message: String) -> String {
+        if self.secrets.is_empty() || self.reports.is_full() {
+            return message;
+        }
+        let (text, cut) = self
+            .secrets
+            .redact_window(&message, MAX_REPORT_MESSAGE_BYTES);
+        self.reports.truncated |= cut;
+        text
+    }
+}
+
 impl Host for HostApi {
     fn progress(&mut self, done: u64, total: Option<u64>, message: String) {
-        let message = self.secrets.redact_string(message);
+        let message = self.redacted(message);
         self.reports.progress(done, total, message);
     }
 
     fn log(&mut self, level: Level, message: String) {
-        let message = self.secrets.redact_string(message);
+        let message = self.redacted(message);
         self.reports.log(level, message);
     }
 

@@ -77,13 +77,16 @@ impl CallSecrets {
         }
     }
 
-    /// Captured bytes that may have been cut at a capacity: redacted, and without a trailing
+    /// Captured bytes redacted; when they were `cut` at a capacity, also without a trailing
     /// start of a value (what a cut through a value would leave).
-    pub fn redact_cut(&self, bytes: Vec<u8>) -> Vec<u8> {
+    pub fn redact_cut(&self, bytes: Vec<u8>, cut: bool) -> Vec<u8> {
         if self.is_empty() {
             return bytes;
         }
         let mut out = self.redact_bytes(&bytes).unwrap_or(bytes);
+        if !cut {
+            return out;
+        }
         let partial = self
             .redactions()
             .iter()
@@ -97,6 +100,17 @@ impl CallSecrets {
             out.truncate(out.len() - n);
         }
         out
+    }
+
+    /// The first `max` bytes of `text` (and the length of one value more) redacted, without a
+    /// trailing start of a value; whether anything of `text` was left out. The caller cuts the
+    /// result to `max` bytes: no value, whole or in part, survives that cut.
+    pub fn redact_window(&self, text: &str, max: usize) -> (String, bool) {
+        let end = text.floor_char_boundary(max.saturating_add(self.longest()));
+        let out = self.redact_cut(text.as_bytes()[..end].to_vec(), end < text.len());
+        let text_out = String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        (text_out, end < text.len())
     }
 
     /// Every string inside `vals` (records, lists, variants, options, results…) redacted.
@@ -277,8 +291,26 @@ mod tests {
     #[test]
     fn a_cut_value_leaves_no_prefix() {
         let (call, p) = secrets(&["sk_live_AAAA"]);
-        let out = call.redact_cut(b"ok sk_live_AAAA then sk_live_A".to_vec());
+        let out = call.redact_cut(b"ok sk_live_AAAA then sk_live_A".to_vec(), true);
         assert_eq!(out, format!("ok {} then ", p[0]).into_bytes());
+        // Bytes that were not cut keep their end, even one that starts like a value.
+        let whole = call.redact_cut(b"ends with s".to_vec(), false);
+        assert_eq!(whole, b"ends with s");
+    }
+
+    /// A report's window: a value inside it is replaced, one cut by the window's end leaves no
+    /// prefix, and a shrinking replacement cannot pull a later value's start into the kept part.
+    #[test]
+    fn a_window_keeps_no_part_of_a_value() {
+        let long = format!("tok_{}", "L".repeat(300));
+        let (call, p) = secrets(&[long.as_str()]);
+        let text = format!("{long} {long} tail");
+        let (out, cut) = call.redact_window(&text, 10);
+        assert!(cut);
+        assert_eq!(out, format!("{0} {0} ", p[0])[..out.len()].to_string());
+        assert!(!out.contains("tok_L"), "{out}");
+        let (whole, cut) = call.redact_window("short", 10);
+        assert_eq!((whole.as_str(), cut), ("short", false));
     }
 
     /// Strings nested anywhere in a result are redacted.
