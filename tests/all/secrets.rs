@@ -279,7 +279,25 @@ const LEAKS: &[(&str, fn())] = &[
         "read-file",
         a_value_found_in_a_file_is_redacted_from_what_the_call_leaves,
     ),
+    ("trap", a_trap_leaves_no_value_in_the_diagnostic_log),
 ];
+
+/// A guest that prints the value it found and traps: the call ends `guest_trap`, and the
+/// diagnostic log (stderr and trap detail) holds the placeholder, not the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_leaves_no_value_in_the_diagnostic_log() {
+    let w = World::new().await;
+    let r =
+        w.rt.call(&call("leak_secret", json!({"how": "trap", "url": ""})))
+            .await;
+    assert_eq!(r.code, Some(toolhost::Code::GuestTrap), "{r:?}");
+    let log = std::fs::read_to_string(w.dir.path().join("data/diagnostics.log")).unwrap();
+    assert!(
+        log.contains(&format!("about to fail with {PLACEHOLDER}")),
+        "{log}"
+    );
+    w.assert_data_clean();
+}
 
 /// The fixture's ways (its input schema's enum) are exactly the ones listed above.
 #[tokio::test]

@@ -101,6 +101,11 @@ impl exports::example::downstream::thief::Guest for Downstream {
                 }
                 Err(e) => format!("denied: {:?}", e.kind()),
             },
+            Leak::Trap => {
+                let found = std::fs::read_to_string("/secrets/token.txt").unwrap_or_default();
+                eprintln!("about to fail with {found}");
+                panic!("failing with {found}");
+            }
         }
     }
 }
