@@ -11,8 +11,8 @@ use wasmtime::component::Val;
 
 use super::secrets::CallSecrets;
 
-/// `hay` with every occurrence of each `from` replaced by its `to`, leftmost first; `None`
-/// when nothing matched. Each pattern's next match is searched for once per match it makes,
+/// `hay` with every occurrence of each `from` replaced by its `to`, leftmost first (the longest
+/// of those starting at one place); `None` when nothing matched. Each pattern's next match is searched for once per match it makes,
 /// so the work is linear in `hay` for each pattern.
 pub(super) fn replace_all(hay: &[u8], pairs: &[(&[u8], &[u8])]) -> Option<Vec<u8>> {
     replace_before(hay, pairs, hay.len())
@@ -41,7 +41,7 @@ fn replace_before(
             .iter()
             .enumerate()
             .filter_map(|(i, at)| at.filter(|&a| a < limit).map(|a| (a, i)))
-            .min();
+            .min_by_key(|&(a, i)| (a, std::cmp::Reverse(pairs[i].0.len())));
         let Some((at, i)) = best else { break };
         out.extend_from_slice(&hay[pos..at]);
         out.extend_from_slice(pairs[i].1);
@@ -285,6 +285,30 @@ mod tests {
         let out = call.redact_string(text.to_string());
         assert_eq!(out, format!("a {0} b {1} c {0}{0}", p[0], p[1]));
         assert_eq!(call.redact_string("nothing here".into()), "nothing here");
+    }
+
+    /// A value with `"`, `\` and `/` is also found as a JSON string escapes it.
+    #[test]
+    fn json_escaped_echoes_are_redacted() {
+        let (call, p) = secrets(&[r#"a"b\c/d_123"#]);
+        for echo in [r#"a"b\c/d_123"#, r#"a\"b\\c/d_123"#, r#"a\"b\\c\/d_123"#] {
+            let out = call.redact_string(format!("{{\"k\":\"{echo}\"}}"));
+            assert_eq!(out, format!("{{\"k\":\"{}\"}}", p[0]), "{echo}");
+        }
+    }
+
+    /// Of two values starting at one place, the longer is replaced whole.
+    #[test]
+    fn the_longest_value_at_a_place_wins() {
+        let (call, p) = secrets(&["abcdefgh", "abcdefghXYZ"]);
+        assert_eq!(
+            call.redact_string("<abcdefghXYZ>".into()),
+            format!("<{}>", p[1])
+        );
+        assert_eq!(
+            call.redact_string("<abcdefgh>".into()),
+            format!("<{}>", p[0])
+        );
     }
 
     /// A value cut off at a capacity leaves no start of itself behind.

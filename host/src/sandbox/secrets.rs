@@ -18,9 +18,15 @@ pub const MAX_SECRET_BYTES: usize = 4096;
 /// Most secrets one component may have: each is searched for in everything a call returns.
 pub const MAX_SECRETS_PER_COMPONENT: usize = 16;
 
-/// A secret's value. Its `Debug` never shows it.
+/// A secret's value, and the other forms a server may echo it in. Its `Debug` never shows
+/// either.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SecretValue(String);
+pub struct SecretValue {
+    value: String,
+    /// The value as a JSON string escapes it (`"` and `\`), and with `/` escaped too, where
+    /// that differs from the value.
+    escaped: Vec<String>,
+}
 
 impl fmt::Debug for SecretValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -48,11 +54,27 @@ impl SecretValue {
         if let Some(at) = value.bytes().position(|b| !b.is_ascii_graphic()) {
             return Err(SecretValueError::Character(at + 1));
         }
-        Ok(SecretValue(value))
+        let json = value.replace('\\', "\\\\").replace('"', "\\\"");
+        let slashes = json.replace('/', "\\/");
+        let escaped = [json, slashes]
+            .into_iter()
+            .filter(|form| *form != value)
+            .fold(Vec::new(), |mut forms, form| {
+                if !forms.contains(&form) {
+                    forms.push(form);
+                }
+                forms
+            });
+        Ok(SecretValue { value, escaped })
     }
 
     pub(super) fn as_bytes(&self) -> &[u8] {
-        self.0.as_bytes()
+        self.value.as_bytes()
+    }
+
+    /// Every form redaction replaces: the value itself first, then its escaped forms.
+    pub(super) fn forms(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.value.as_bytes()).chain(self.escaped.iter().map(String::as_bytes))
     }
 }
 
@@ -133,15 +155,20 @@ impl CallSecrets {
     pub(super) fn redactions(&self) -> Vec<(&[u8], &[u8])> {
         self.bound
             .iter()
-            .map(|b| (b.secret.value.as_bytes(), b.placeholder.as_bytes()))
+            .flat_map(|b| {
+                b.secret
+                    .value
+                    .forms()
+                    .map(|form| (form, b.placeholder.as_bytes()))
+            })
             .collect()
     }
 
-    /// The longest value, in bytes (0 without secrets).
+    /// The longest form of a value, in bytes (0 without secrets).
     pub(super) fn longest(&self) -> usize {
         self.bound
             .iter()
-            .map(|b| b.secret.value.as_bytes().len())
+            .flat_map(|b| b.secret.value.forms().map(<[u8]>::len))
             .max()
             .unwrap_or(0)
     }
