@@ -292,10 +292,12 @@ async fn instantiate_and_call(
 /// What `host.context()` answers in the call `caller` makes under `limits` (starting now);
 /// the idempotency key is derived when the guest first asks (`HostApi::context`).
 fn call_context(caller: Caller<'_>, limits: &Limits) -> CallContext {
-    let deadline = std::time::SystemTime::now() + limits.deadline;
-    let deadline_unix_ms = deadline
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let deadline_unix_ms = std::time::SystemTime::now()
+        .checked_add(limits.deadline)
+        .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(u64::MAX, |d| {
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+        });
     CallContext {
         principal: caller.principal.to_string(),
         tenant: caller.tenant.to_string(),
