@@ -52,3 +52,4 @@ mod schema_portability;
 mod secrets;
 mod support;
 mod types;
+mod visibility;

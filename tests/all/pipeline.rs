@@ -142,10 +142,11 @@ async fn nothing_runs_when_an_earlier_stage_stops() {
             call("3", "greet", json!({"name": "x", "principal": "alice"})),
             Code::InvalidArguments,
         ),
+        // No rule allows carol anything: every tool is hidden from her, so greet is no tool.
         (
             &carol,
             call("4", "greet", json!({"name": "x"})),
-            Code::Unauthorized,
+            Code::UnknownTool,
         ),
         (
             &alice,

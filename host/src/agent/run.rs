@@ -43,11 +43,11 @@ pub struct Summary {
     pub tokens: TokenUsage,
 }
 
-/// The tools as the endpoint sees them.
-pub fn advertised_tools(runtime: &Runtime) -> Vec<Value> {
+/// The tools as the endpoint sees them: those the run's caller may see
+/// ([`Runtime::visible_tools`]), so a model is never offered a tool it will be refused outright.
+pub fn advertised_tools(runtime: &Runtime, principal: &str, tenant: &str) -> Vec<Value> {
     runtime
-        .registry()
-        .tools()
+        .visible_tools(principal, tenant)
         .map(|t| {
             json!({
                 "type": "function",
@@ -112,7 +112,7 @@ pub async fn run_agent(
     ctx.deadline = Some(deadline);
     ctx.budgets.max_calls = Some(config.max_tool_calls);
     ctx.budgets.max_calls_per_tool = config.max_calls_per_tool;
-    let tools = advertised_tools(runtime);
+    let tools = advertised_tools(runtime, &ctx.principal, &ctx.tenant);
     let mut st = State {
         summary: Summary {
             run_id: ctx.run_id.clone(),

@@ -269,6 +269,18 @@ impl Policy {
         }
     }
 
+    /// Whether `subject` may see `tool` (of `risk`) at all: whether some arguments could be
+    /// allowed. A deny without constraints hides it; otherwise an allow that covers it (with
+    /// constraints or without) or an allowing default shows it. What a caller may see is what
+    /// it is offered, and a call to a tool it may not see is answered as for no tool.
+    pub fn may_see(&self, subject: &Subject, tool: &str, risk: Risk) -> bool {
+        let covering = || self.rules.iter().filter(|r| r.covers(subject, tool, risk));
+        if covering().any(|r| r.effect == Effect::Deny && r.unconditional()) {
+            return false;
+        }
+        self.default == Effect::Allow || covering().any(|r| r.effect == Effect::Allow)
+    }
+
     /// Refuse rules that name, without a glob, a tool that does not exist (likely a typo).
     pub fn check_tool_names(&self, known: &[&str]) -> Result<(), PolicyError> {
         for rule in &self.rules {
@@ -413,6 +425,62 @@ mod tests {
         assert!(d.allowed, "{d:?}");
         let d = Policy::allow_all().authorize(&s("x", "y"), "z", Risk::Write, &json!({}));
         assert!(d.allowed, "{d:?}");
+    }
+
+    /// A caller sees a tool some arguments could be allowed for: not one denied outright, nor
+    /// one no allow covers under a default deny; one allowed (or denied) only under a
+    /// constraint is seen.
+    #[test]
+    fn visibility_follows_authority() {
+        let p = policy(
+            r#"
+            [policy]
+            default = "deny"
+            [[policy.rule]]
+            effect = "allow"
+            principals = ["alice"]
+            tools = ["*"]
+            [[policy.rule]]
+            effect = "allow"
+            principals = ["bob"]
+            tools = ["read_*"]
+            [[policy.rule.constraint]]
+            argument = "path"
+            prefix = "{principal}/"
+            [[policy.rule]]
+            effect = "deny"
+            principals = ["alice"]
+            tools = ["delete_*"]
+            [[policy.rule]]
+            effect = "deny"
+            principals = ["bob"]
+            tools = ["read_secret"]
+            [[policy.rule.constraint]]
+            argument = "path"
+            prefix = "vault/"
+            "#,
+        );
+        let alice = s("alice", "t");
+        let bob = s("bob", "t");
+        assert!(p.may_see(&alice, "read_text", Risk::Read));
+        assert!(
+            !p.may_see(&alice, "delete_records", Risk::Destructive),
+            "denied outright"
+        );
+        assert!(
+            p.may_see(&bob, "read_text", Risk::Read),
+            "allowed under a constraint"
+        );
+        assert!(
+            p.may_see(&bob, "read_secret", Risk::Read),
+            "denied only for some arguments"
+        );
+        assert!(
+            !p.may_see(&bob, "write_text", Risk::Write),
+            "no allow, default deny"
+        );
+        assert!(!p.may_see(&s("carol", "t"), "read_text", Risk::Read));
+        assert!(Policy::allow_all().may_see(&bob, "anything", Risk::Destructive));
     }
 
     /// A matching deny wins over a matching allow, whatever the order.

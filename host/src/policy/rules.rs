@@ -155,6 +155,11 @@ impl Rule {
             && self.risks.as_ref().is_none_or(|r| r.contains(&risk))
     }
 
+    /// Whether the rule holds whatever the arguments (it has no constraints).
+    pub(crate) fn unconditional(&self) -> bool {
+        self.constraints.is_empty()
+    }
+
     /// The conjunction of the rule's constraints over the validated arguments.
     pub(crate) fn constraints(&self, subject: &Subject, args: &Value) -> Outcome {
         Outcome::all(self.constraints.iter().map(|c| c.evaluate(subject, args)))

@@ -185,6 +185,28 @@ impl Runtime {
         &self.registry
     }
 
+    /// The tools `principal` of `tenant` may see: each one the policy could allow them with
+    /// some arguments (`Policy::may_see`). What a caller is offered, over MCP and to a model.
+    pub fn visible_tools<'a>(
+        &'a self,
+        principal: &str,
+        tenant: &str,
+    ) -> impl Iterator<Item = &'a Tool> + 'a {
+        let subject = crate::policy::Subject::new(principal, tenant);
+        self.registry
+            .tools()
+            .filter(move |t| self.policy.may_see(&subject, t.name.as_str(), t.risk))
+    }
+
+    /// The tool `name` as `principal` of `tenant` sees it: `None` when there is none, or when
+    /// the policy hides it from them — the two are answered alike.
+    pub fn visible_tool(&self, principal: &str, tenant: &str, name: &str) -> Option<&Tool> {
+        let subject = crate::policy::Subject::new(principal, tenant);
+        self.registry
+            .get(name)
+            .filter(|t| self.policy.may_see(&subject, t.name.as_str(), t.risk))
+    }
+
     /// Where host faults are recorded in detail.
     pub fn diagnostics(&self) -> &Diagnostics {
         &self.diagnostics

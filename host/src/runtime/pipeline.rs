@@ -56,8 +56,7 @@ impl Runtime {
         // with its first commit (`ledger/journal.rs`).
         let (digest, size, args_size) = admission_digest(ctx, call);
         let late = !self
-            .registry
-            .get(&call.name)
+            .visible_tool(&ctx.principal, &ctx.tenant, &call.name)
             .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));
         let opening = open_call(ctx, call, digest, size, late);
         let mut journal = match self.ledger.open_call(opening, self.inline()).await {
@@ -164,17 +163,16 @@ impl Runtime {
         approval_token: Option<&str>,
         args_size: Option<u64>,
     ) -> ToolResult {
-        // 2. resolve
-        let Some(tool) = self.registry.get(&call.name) else {
+        // 2. resolve, as the caller sees the tools: one the policy hides from it is answered
+        // as no tool at all (the ledger says which, for the operator)
+        let Some(tool) = self.visible_tool(&ctx.principal, &ctx.tenant, &call.name) else {
             let message = format!("there is no tool named {:?}", clip(&call.name, 64));
-            return end(
-                journal,
-                call,
-                Stage::Resolve,
-                Code::UnknownTool,
-                "",
-                message,
-            );
+            let detail = match self.registry.get(&call.name) {
+                Some(_) => "hidden from this caller by policy",
+                None => "",
+            };
+            let code = Code::UnknownTool;
+            return end(journal, call, Stage::Resolve, code, detail, message);
         };
         // 3. validate: size cap, JSON Schema, then the exact WIT types
         let params = match self.validate(tool, &call.arguments, args_size) {

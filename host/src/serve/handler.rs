@@ -250,14 +250,12 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        if let Err(why) = self.identity(&cx) {
-            return Err(ErrorData::invalid_request(why, None));
-        }
-        let tools = self
-            .shared
-            .runtime
-            .registry()
-            .tools()
+        let who = self
+            .identity(&cx)
+            .map_err(|why| ErrorData::invalid_request(why, None))?;
+        let runtime = &self.shared.runtime;
+        let tools = runtime
+            .visible_tools(&who.principal, &who.tenant)
             .map(mcp_tool)
             .collect();
         let mut list = ListToolsResult::with_all_items(tools);
@@ -279,14 +277,15 @@ impl ServerHandler for Session {
             name: request.name.to_string(),
             arguments: Value::Object(request.arguments.clone().unwrap_or_default()),
         };
-        let wrap = wraps_output(&self.shared.runtime, &call.name);
         let identity = match self.identity(&cx) {
             Ok(i) => i,
             Err(why) => {
+                // Rendered as for a tool nobody may see: nothing of the tool is told.
                 let r = ToolResult::failed(&call, Code::Unauthorized, why, Usage::default());
-                return Ok(call_result(&r, wrap).into());
+                return Ok(call_result(&r, true).into());
             }
         };
+        let wrap = wraps_output(&self.shared.runtime, &identity, &call.name);
         let place = if stateless {
             stateless::place(&[request.meta.as_ref(), Some(&cx.meta)], &identity, &cx.id)
                 .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?
@@ -335,7 +334,7 @@ impl ServerHandler for Session {
         }
         // A tool configured to run as a task: a handle at once for a client that declared the
         // tasks extension (`tasks.rs`); one that did not is refused a `required` one.
-        if resumed.is_none() && super::tasks::as_task(&runtime, &call.name, &cx)? {
+        if resumed.is_none() && super::tasks::as_task(&runtime, &ctx, &call.name, &cx)? {
             let how = (approval_token(&request, &cx), stateless);
             let created = self
                 .shared

@@ -20,12 +20,16 @@ pub fn output_is_object(schema: &Value) -> bool {
     schema.get("type").and_then(Value::as_str) == Some("object")
 }
 
-/// Whether the output of `tool` (as `runtime` serves it) is wrapped as `{"result": …}`; an
-/// unknown tool's failure is rendered as a wrapped one.
-pub fn wraps_output(runtime: &crate::Runtime, tool: &str) -> bool {
+/// Whether the output of `tool` (as `runtime` serves it to `caller`) is wrapped as
+/// `{"result": …}`; the failure of a tool unknown to the caller (absent, or hidden from it) is
+/// rendered as a wrapped one.
+pub fn wraps_output(
+    runtime: &crate::Runtime,
+    caller: &super::config::Identity,
+    tool: &str,
+) -> bool {
     runtime
-        .registry()
-        .get(tool)
+        .visible_tool(&caller.principal, &caller.tenant, tool)
         .is_none_or(|t| !output_is_object(&t.output_schema))
 }
 

@@ -54,10 +54,14 @@ const INTERNAL_ERROR: i32 = -32603;
 /// declared the extension. A `required` tool is refused (`-32021`) to a client that did not.
 pub fn as_task(
     runtime: &Runtime,
+    ctx: &RunContext,
     tool: &str,
     cx: &RequestContext<RoleServer>,
 ) -> Result<bool, ErrorData> {
-    let mode = runtime.registry().get(tool).map(|t| t.task);
+    // A tool hidden from the caller is no task: the call answers as for no tool.
+    let mode = runtime
+        .visible_tool(&ctx.principal, &ctx.tenant, tool)
+        .map(|t| t.task);
     let declared = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
     match (mode, declared) {
         (Some(TaskMode::Required), false) => Err(ErrorData::missing_required_client_capability(
@@ -216,7 +220,7 @@ impl Tasks {
     ) -> Result<GetTaskResult, ErrorData> {
         let (runtime, seal) = (&shared.runtime, &shared.seal);
         let task = self.find(runtime, caller, task_id).await?;
-        let wrap = wraps_output(runtime, &task.tool);
+        let wrap = wraps_output(runtime, caller, &task.tool);
         Ok(GetTaskResult::new(detailed(&task, seal, caller, wrap)))
     }
 

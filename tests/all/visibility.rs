@@ -1,0 +1,195 @@
+//! Visibility follows authority: each caller is offered the tools its policy could allow it,
+//! over MCP (stdio and HTTP) and to a model in the agent loop; a call to a tool hidden from the
+//! caller answers exactly as a call to no tool does, and is recorded as refused.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use toolhost::{Code, Status, ToolCall};
+
+use crate::support::{guest, toml_path};
+
+/// A config in `dir`: greet (template) and the fs-tools over a workspace; alice may call
+/// everything, the stdio user everything but `write_text`, mallory `greet` and `read_text`
+/// under her own prefix.
+fn config(dir: &Path) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let token = |t: &str, who: &str| {
+        format!(
+            "[[serve.token]]\nsha256 = \"{}\"\nprincipal = \"{who}\"\ntenant = \"{who}-corp\"\n",
+            hex::encode(Sha256::digest(t.as_bytes()))
+        )
+    };
+    let text = format!(
+        "data_dir = {data}\n[serve]\nprincipal = \"stdio-user\"\n{alice}{mallory}\n\
+         [policy]\ndefault = \"deny\"\n\
+         [[policy.rule]]\neffect = \"allow\"\nprincipals = [\"alice\", \"stdio-user\"]\ntools = [\"*\"]\n\
+         [[policy.rule]]\neffect = \"deny\"\nprincipals = [\"stdio-user\"]\ntools = [\"write_text\"]\n\
+         [[policy.rule]]\neffect = \"allow\"\nprincipals = [\"mallory\"]\ntools = [\"greet\"]\n\
+         [[policy.rule]]\neffect = \"allow\"\nprincipals = [\"mallory\"]\ntools = [\"read_text\"]\n\
+         [[policy.rule.constraint]]\nargument = \"path\"\nprefix = \"{{principal}}/\"\n\
+         [[component]]\npath = {template}\n\
+         [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\", mode = \"rw\" }}]\n\
+         [component.tools.write-text]\nrisk = \"write\"\n",
+        data = toml_path(&dir.join("data")),
+        alice = token("alice-token", "alice"),
+        mallory = token("mallory-token", "mallory"),
+        template = toml_path(&guest("template")),
+        fs = toml_path(&guest("fs-tools")),
+        ws = toml_path(&ws),
+    );
+    let path = dir.join("toolhost.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The names in a `tools/list` answer, sorted.
+fn names(answer: &Value) -> Vec<String> {
+    let mut n: Vec<String> = answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+/// `answer` with `name` written as `NAME` and `call` as `CALL`, to compare a hidden tool's
+/// answer with an absent one's.
+fn anonymized(answer: &Value, name: &str, call: &str) -> String {
+    answer["result"]
+        .to_string()
+        .replace(name, "NAME")
+        .replace(call, "CALL")
+}
+
+/// Over HTTP, alice and mallory list different tools; mallory's call of a tool hidden from her
+/// answers exactly as her call of a tool that does not exist. Over stdio, the stdio user lists
+/// all but the one tool denied to it outright.
+#[test]
+fn two_callers_see_different_tools_over_both_transports() {
+    use crate::mcp_stateless::{call, modern, request, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let list = |id| request(id, "tools/list", json!({}), json!({}));
+
+    let http = crate::mcp_frames::Http::start(&cfg);
+    let (_, alice) = modern(&http.addr, "alice-token", &list(1));
+    let (_, mallory) = modern(&http.addr, "mallory-token", &list(2));
+    let all = names(&alice);
+    assert!(all.contains(&"write_text".to_string()), "{all:?}");
+    assert_eq!(names(&mallory), ["greet", "read_text"], "{mallory}");
+
+    let (_, hidden) = modern(
+        &http.addr,
+        "mallory-token",
+        &call(3, "write_text", json!({"path": "x", "content": "y"}), "h1"),
+    );
+    let (_, absent) = modern(
+        &http.addr,
+        "mallory-token",
+        &call(4, "wrote_text", json!({"path": "x", "content": "y"}), "h2"),
+    );
+    assert_eq!(
+        crate::mcp_stateless::code(&hidden["result"]),
+        "unknown_tool"
+    );
+    assert_eq!(
+        anonymized(&hidden, "write_text", "key:h1"),
+        anonymized(&absent, "wrote_text", "key:h2")
+    );
+    let (_, allowed) = modern(
+        &http.addr,
+        "alice-token",
+        &call(
+            5,
+            "write_text",
+            json!({"path": "a.txt", "content": "y"}),
+            "a1",
+        ),
+    );
+    assert_eq!(allowed["result"]["isError"], false, "{allowed}");
+    drop(http);
+
+    let mut stdio = Stdio::start(&cfg);
+    let own = names(&stdio.ask(&list(6)));
+    let expected: Vec<String> = all.into_iter().filter(|n| n != "write_text").collect();
+    assert_eq!(own, expected);
+}
+
+/// The agent loop offers a model only the caller's tools; a hidden tool the model names anyway
+/// ends `unknown_tool` and is recorded, with the reason the operator reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_offers_each_caller_its_tools_and_records_a_hidden_call() {
+    use crate::openai::{scripted, text, tool_calls, Reply};
+    use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let rt = crate::support::runtime(&cfg);
+    let mut offered = Vec::new();
+    for who in ["alice", "mallory"] {
+        let args = json!({"path": "x", "content": "y"}).to_string();
+        let server = scripted(
+            vec![
+                Reply::Stream(tool_calls(&[("call_1", "write_text", &args)], 8, 10)),
+                Reply::Stream(text("done", 5)),
+            ],
+            None,
+        )
+        .await;
+        let provider = Provider::new(
+            agent::Endpoint::parse(&server.base_url()).unwrap(),
+            None,
+            ProviderOptions::default(),
+        )
+        .unwrap();
+        let config = AgentConfig::default();
+        let messages = agent::prompt_messages("write", &config);
+        let ctx = rt.context(who, &format!("{who}-corp"));
+        let run_id = ctx.run_id.clone();
+        agent::run_agent(&rt, &provider, "m", messages, &config, ctx).await;
+        let mut tools: Vec<String> = server.requests()[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect();
+        tools.sort();
+        offered.push(tools);
+        let call = &rt.ledger().calls(Some(&run_id)).unwrap()[0];
+        if who == "mallory" {
+            assert_eq!(call.code, Some(Code::UnknownTool), "{call:?}");
+            let resolve = call.events.iter().find(|e| e.stage == "resolve").unwrap();
+            assert_eq!(resolve.detail, "hidden from this caller by policy");
+        } else {
+            assert_eq!(call.status, Some(Status::Completed), "{call:?}");
+        }
+    }
+    assert!(offered[0].contains(&"write_text".to_string()));
+    assert_eq!(offered[1], ["greet", "read_text"]);
+}
+
+/// A call straight through the pipeline (as `toolhost call` makes it): hidden and absent tools
+/// answer the same message and code.
+#[tokio::test]
+async fn the_pipeline_answers_hidden_as_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let rt = crate::support::runtime(&cfg);
+    let ctx = rt.context("mallory", "mallory-corp");
+    let ask = |name: &str| ToolCall {
+        call_id: format!("c-{name}"),
+        name: name.to_string(),
+        arguments: json!({"path": "x", "content": "y"}),
+    };
+    let hidden = rt.run_call(&ctx, &ask("write_text"), None).await;
+    let absent = rt.run_call(&ctx, &ask("wrote_text"), None).await;
+    assert_eq!(hidden.code, Some(Code::UnknownTool));
+    assert_eq!(
+        hidden.message.replace("write_text", "NAME"),
+        absent.message.replace("wrote_text", "NAME")
+    );
+}
