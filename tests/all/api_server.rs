@@ -3,6 +3,7 @@
 //! - `/echo...`: the whole request back as the body, and its `authorization` header back in
 //!   `x-echo-authorization` (a server that reflects credentials);
 //! - `/hold...`: `{"ok":true}` once [`ApiServer::release`] was called (a slow API);
+//! - `/jwks...`: the key set it was started with ([`ApiServer::serving`]), as an issuer does;
 //! - anything else: `{"ok":true}` at once.
 
 use std::sync::{Arc, Mutex};
@@ -41,19 +42,28 @@ pub struct ApiServer {
     released: Arc<tokio::sync::Semaphore>,
 }
 
+/// What a server answers on `/jwks...` (a key set it serves), if anything.
+type Fixed = Arc<Option<String>>;
+
 /// Most bytes of one request the server reads.
 const MAX_REQUEST: usize = 64 * 1024;
 
 impl ApiServer {
     pub async fn start() -> ApiServer {
+        ApiServer::serving(None).await
+    }
+
+    /// A server that also answers `/jwks...` with `jwks` (a key set, as an issuer does).
+    pub async fn serving(jwks: Option<String>) -> ApiServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let released = Arc::new(tokio::sync::Semaphore::new(0));
         let (seen, gate) = (requests.clone(), released.clone());
+        let fixed: Fixed = Arc::new(jwks);
         tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
-                tokio::spawn(serve(sock, seen.clone(), gate.clone()));
+                tokio::spawn(serve(sock, seen.clone(), gate.clone(), fixed.clone()));
             }
         });
         ApiServer {
@@ -115,6 +125,7 @@ async fn serve(
     mut sock: tokio::net::TcpStream,
     seen: Arc<Mutex<Vec<Recorded>>>,
     gate: Arc<tokio::sync::Semaphore>,
+    fixed: Fixed,
 ) {
     let mut raw = Vec::new();
     let mut buf = [0u8; 4096];
@@ -161,7 +172,13 @@ async fn serve(
     let path = req.head.split(' ').nth(1).unwrap_or("/").to_string();
     seen.lock().unwrap().push(req.clone());
     let mut extra = String::new();
-    let body = if path.starts_with("/echo") {
+    let body = if let Some(jwks) = fixed
+        .as_ref()
+        .as_ref()
+        .filter(|_| path.starts_with("/jwks"))
+    {
+        jwks.clone()
+    } else if path.starts_with("/echo") {
         if let Some(auth) = req.header("authorization") {
             extra = format!("x-echo-authorization: {auth}\r\n");
         }

@@ -143,6 +143,11 @@ fn the_maximal_config_checks_clean() {
     assert_eq!(secret["hosts"][0], "127.0.0.1:9", "{v}");
     assert!(!out.stdout.contains("tok_maximal"), "{}", out.stdout);
     assert_eq!(hello["secrets"], serde_json::json!([]), "{hello}");
+    assert_eq!(
+        v["serve"]["oauth"]["metadata"],
+        "https://mcp.example.com/.well-known/oauth-protected-resource",
+        "{v}"
+    );
 }
 
 /// Without a config's own settings, check-config prints every default.

@@ -39,6 +39,7 @@ mod mcp_stateless;
 mod mcp_tasks;
 mod mcp_ts;
 mod multi_host;
+mod oauth;
 mod openai;
 mod pg_restart;
 mod pg_tls;

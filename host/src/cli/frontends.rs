@@ -25,6 +25,15 @@ pub(super) async fn serve(
     if let Some(t) = tenant {
         config.serve.tenant = t;
     }
+    // A JWKS file is named relative to the config file.
+    if let Some(o) = config
+        .serve
+        .oauth
+        .as_mut()
+        .filter(|o| !o.jwks.contains("://"))
+    {
+        o.jwks = config.base_dir.join(&o.jwks).display().to_string();
+    }
     let rt = match Runtime::from_loaded(&config, EpochMode::Ticker) {
         Ok(rt) => rt,
         Err(e) => return usage_error(&e),

@@ -56,6 +56,9 @@ pub struct ServeConfig {
     /// ledger). From 1 to 86400; default 3600.
     #[serde(default = "default_task_ttl")]
     pub task_ttl_secs: u64,
+    /// Access tokens from an OAuth 2.1 issuer, beside the static tokens (`serve/oauth.rs`).
+    #[serde(default)]
+    pub oauth: Option<super::oauth::OAuthConfig>,
 }
 
 fn default_task_ttl() -> u64 {
@@ -84,6 +87,7 @@ impl Default for ServeConfig {
             stream_lifetime_secs: default_stream_lifetime(),
             session_idle_secs: default_session_idle(),
             task_ttl_secs: default_task_ttl(),
+            oauth: None,
         }
     }
 }
@@ -213,6 +217,9 @@ impl ServeConfig {
             if t.tenant.trim().is_empty() {
                 bad(format!("serve.token[{i}].tenant"), empty);
             }
+        }
+        if let Some(o) = &self.oauth {
+            o.validate(problems);
         }
     }
 

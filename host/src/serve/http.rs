@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::{Identity, ServeConfig};
 use super::frames::MAX_FRAME_BYTES;
 use super::handler::{Session, Shared};
+use super::oauth::{ResourceServer, TokenError, METADATA_PATH};
 use super::pending::{Admission, Pending};
 use super::sessions::SessionOwners;
 use super::streams::{Bounded, StreamBudget};
@@ -77,7 +78,15 @@ pub async fn serve_http(
     shutdown: CancellationToken,
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    if !addr.ip().is_loopback() && config.tokens.is_empty() {
+    let oauth = match &config.oauth {
+        Some(o) => Some(
+            ResourceServer::start(o, std::path::Path::new(""))
+                .await
+                .map_err(ServeError::OAuth)?,
+        ),
+        None => None,
+    };
+    if !addr.ip().is_loopback() && config.tokens.is_empty() && oauth.is_none() {
         return Err(ServeError::OpenBindWithoutAuth(addr));
     }
     let listener = TcpListener::bind(addr)
@@ -96,7 +105,8 @@ pub async fn serve_http(
         .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
         .with_allowed_origins(origins)
         .enforce_origin_validation();
-    let fixed_identity = config.tokens.is_empty().then(|| config.local_identity());
+    let open = config.tokens.is_empty() && oauth.is_none();
+    let fixed_identity = open.then(|| config.local_identity());
     let factory_shared = shared.clone();
     let longest = shared
         .runtime
@@ -115,6 +125,7 @@ pub async fn serve_http(
     );
     let gate = Arc::new(Gate {
         config: config.clone(),
+        oauth,
         service,
         owners: SessionOwners::new(manager),
         streams: StreamBudget::default(),
@@ -239,6 +250,7 @@ impl AcceptBackoff {
 /// Authentication and session ownership in front of the MCP service.
 struct Gate {
     config: ServeConfig,
+    oauth: Option<ResourceServer>,
     service: StreamableHttpService<Session, LocalSessionManager>,
     owners: SessionOwners,
     streams: StreamBudget,
@@ -251,25 +263,26 @@ type Body = BoxBody<Bytes, Infallible>;
 
 impl Gate {
     async fn handle(&self, mut req: Request<Incoming>, admission: &Admission) -> Response<Body> {
+        if let Some(o) = self
+            .oauth
+            .as_ref()
+            .filter(|_| is_metadata_path(req.uri().path()))
+        {
+            return json_response(&o.metadata());
+        }
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found; MCP is served on /mcp");
         }
-        let identity = if self.config.tokens.is_empty() {
+        let identity = if self.config.tokens.is_empty() && self.oauth.is_none() {
             self.config.local_identity()
         } else {
-            match bearer(&req).and_then(|t| self.config.identify(t)) {
-                Some(identity) => {
+            let token = bearer(&req).map(str::to_string);
+            match self.authenticate(token.as_deref()).await {
+                Ok(identity) => {
                     req.extensions_mut().insert::<Identity>(identity.clone());
                     identity
                 }
-                None => {
-                    let mut r = plain(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
-                    r.headers_mut().insert(
-                        hyper::header::WWW_AUTHENTICATE,
-                        hyper::header::HeaderValue::from_static("Bearer"),
-                    );
-                    return r;
-                }
+                Err(refused) => return self.unauthorized(token.is_some(), refused.as_ref()),
             }
         };
         admission.authenticated();
@@ -338,6 +351,48 @@ impl Gate {
         }
         response
     }
+}
+
+impl Gate {
+    /// The identity of a bearer token: a configured static token's, else (with `[serve.oauth]`)
+    /// a valid access token's. `Err(Some(_))`: why an access token was refused.
+    async fn authenticate(&self, token: Option<&str>) -> Result<Identity, Option<TokenError>> {
+        let token = token.ok_or(None)?;
+        if let Some(identity) = self.config.identify(token) {
+            return Ok(identity);
+        }
+        match &self.oauth {
+            Some(o) => o.authenticate(token).await.map_err(Some),
+            None => Err(None),
+        }
+    }
+
+    /// 401, with a `WWW-Authenticate` that points an OAuth client at the metadata document.
+    fn unauthorized(&self, presented: bool, refused: Option<&TokenError>) -> Response<Body> {
+        let mut r = plain(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
+        let challenge = match &self.oauth {
+            Some(o) => o.challenge(refused.filter(|_| presented)),
+            None => "Bearer".to_string(),
+        };
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, v);
+        }
+        r
+    }
+}
+
+/// The metadata document's path, or the same with the resource's path appended (RFC 9728 §3.1).
+fn is_metadata_path(path: &str) -> bool {
+    path == METADATA_PATH || path == format!("{METADATA_PATH}{MCP_PATH}")
+}
+
+fn json_response(v: &serde_json::Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(v.to_string())).boxed());
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 fn bearer(req: &Request<Incoming>) -> Option<&str> {

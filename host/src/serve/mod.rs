@@ -28,9 +28,11 @@ pub mod elicit;
 pub mod frames;
 pub mod handler;
 pub mod http;
+pub mod jwks;
 pub mod logging;
 pub mod mapping;
 pub mod mrtr;
+pub mod oauth;
 pub mod pending;
 pub mod progress;
 pub mod sessions;
@@ -57,7 +59,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Why a server could not start or stopped early.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("refusing to listen on {0} without authentication: add [[serve.token]] entries to the config, or bind a loopback address")]
+    #[error("refusing to listen on {0} without authentication: add [[serve.token]] entries or a [serve.oauth] section to the config, or bind a loopback address")]
     OpenBindWithoutAuth(SocketAddr),
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, #[source] std::io::Error),
@@ -65,6 +67,8 @@ pub enum ServeError {
     Handshake(String),
     #[error("the server closed")]
     Closed,
+    #[error("cannot start the OAuth resource server: {0}")]
+    OAuth(String),
 }
 
 impl Shared {

@@ -1,0 +1,262 @@
+//! `serve --http` as an OAuth 2.1 resource server (MCP authorization, RFC 9728): access tokens
+//! are JWTs from the team's issuer, checked against its JWKS; the principal and tenant come
+//! from configured claims. Static bearer tokens (`[[serve.token]]`) keep working beside it.
+//!
+//! ```toml
+//! [serve.oauth]
+//! issuer = "https://id.example.com"                 # `iss`, compared exactly
+//! audience = "https://mcp.example.com/mcp"          # `aud`, exactly; this server's resource id
+//! jwks = "https://id.example.com/.well-known/jwks.json"   # or a file (relative to the config)
+//! principal_claim = "sub"                           # default
+//! tenant_claim = "org"                              # default: every caller's tenant is "default"
+//! ```
+//!
+//! A token passes only with: an asymmetric algorithm of [`ALGORITHMS`] (`none` and HMAC never,
+//! so a token signed with the public key as an HMAC secret fails); a `kid` of the JWKS (one
+//! unknown `kid` refetches the JWKS at most once per [`super::jwks::MIN_REFETCH`]); a valid
+//! signature; `exp` and `iss` and `aud` present and exact, `exp`/`nbf` within [`LEEWAY_SECS`];
+//! and a principal claim that is a non-empty string. Every refusal is a 401 whose
+//! `WWW-Authenticate` names the metadata document; the token itself never reaches a tool.
+
+use std::path::Path;
+
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::config::Identity;
+use super::jwks::{Jwks, JwksSource};
+use crate::contract::ConfigProblem;
+
+/// The signature algorithms a token may use: asymmetric only.
+pub const ALGORITHMS: &[Algorithm] = &[
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// Seconds of clock skew allowed on `exp` and `nbf`.
+pub const LEEWAY_SECS: u64 = 60;
+
+/// Longest principal or tenant taken from a claim (the ledger's bound).
+const MAX_CLAIM_BYTES: usize = crate::contract::bounds::MAX_SUBJECT_BYTES;
+
+/// Where the metadata document is served (RFC 9728 §3).
+pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// The `[serve.oauth]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// The issuer's identifier, compared exactly with a token's `iss`.
+    pub issuer: String,
+    /// This server's resource identifier (its MCP endpoint URL), compared exactly with `aud`.
+    pub audience: String,
+    /// The issuer's JWKS: an `https://` URL (or `http://` to a loopback address), or a file.
+    pub jwks: String,
+    /// The claim that names the principal. Default `sub`.
+    #[serde(default = "default_principal_claim")]
+    pub principal_claim: String,
+    /// The claim that names the tenant; without it every caller's tenant is `default`.
+    #[serde(default)]
+    pub tenant_claim: Option<String>,
+}
+
+fn default_principal_claim() -> String {
+    "sub".into()
+}
+
+impl OAuthConfig {
+    /// Every problem of the section: an issuer and an audience that are URLs, a JWKS source.
+    pub fn validate(&self, problems: &mut Vec<ConfigProblem>) {
+        let mut bad = |key: &str, message: &str| {
+            problems.push(ConfigProblem::new(format!("serve.oauth.{key}"), message))
+        };
+        if !is_url(&self.issuer) {
+            bad(
+                "issuer",
+                "is not an http(s):// URL; write the issuer identifier its tokens carry in `iss`",
+            );
+        }
+        if origin_of(&self.audience).is_none() {
+            bad("audience", "is not an http(s):// URL; write this server's MCP endpoint URL, which tokens carry in `aud`");
+        }
+        if self.jwks.trim().is_empty() {
+            bad(
+                "jwks",
+                "is empty; name the issuer's JWKS URL or a file that holds it",
+            );
+        }
+        if self.principal_claim.trim().is_empty() {
+            bad(
+                "principal_claim",
+                "is empty; name the claim that holds the principal (e.g. \"sub\")",
+            );
+        }
+    }
+
+    /// The URL of this server's metadata document: the audience's origin and
+    /// [`METADATA_PATH`].
+    pub fn metadata_url(&self) -> String {
+        format!(
+            "{}{METADATA_PATH}",
+            origin_of(&self.audience).unwrap_or_default()
+        )
+    }
+}
+
+fn is_url(s: &str) -> bool {
+    s.starts_with("https://") || s.starts_with("http://")
+}
+
+/// `scheme://authority` of a URL.
+fn origin_of(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let end = rest.find('/').unwrap_or(rest.len());
+    (end > 0).then(|| &url[..url.len() - rest.len() + end])
+}
+
+/// Why a token was refused (said in `error_description`; never the token).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("the token is not a JWT")]
+    Malformed,
+    #[error("the token's algorithm is not accepted")]
+    Algorithm,
+    #[error("the token's key is not in the issuer's key set")]
+    UnknownKey,
+    #[error("the token is expired, not yet valid, for another issuer or audience, or its signature does not verify")]
+    Invalid,
+    #[error("the token does not name a principal")]
+    NoPrincipal,
+}
+
+/// The resource server: its settings and the issuer's keys.
+pub struct ResourceServer {
+    config: OAuthConfig,
+    keys: Jwks,
+}
+
+impl ResourceServer {
+    /// Load the JWKS (fetched or read now; a server that cannot get it does not start).
+    pub async fn start(config: &OAuthConfig, base_dir: &Path) -> Result<Self, String> {
+        let source = JwksSource::parse(&config.jwks, base_dir)?;
+        let keys = Jwks::load(source).await?;
+        Ok(ResourceServer {
+            config: config.clone(),
+            keys,
+        })
+    }
+
+    /// How many times the JWKS was fetched or read (the first load included).
+    pub fn jwks_loads(&self) -> u64 {
+        self.keys.loads()
+    }
+
+    /// The identity a valid access token stands for.
+    pub async fn authenticate(&self, token: &str) -> Result<Identity, TokenError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(TokenError::Algorithm);
+        }
+        let jwk = self
+            .keys
+            .find(header.kid.as_deref())
+            .await
+            .ok_or(TokenError::UnknownKey)?;
+        if jwk
+            .common
+            .key_algorithm
+            .is_some_and(|a| a.to_string() != format!("{:?}", header.alg))
+        {
+            return Err(TokenError::Algorithm);
+        }
+        let key = DecodingKey::from_jwk(&jwk).map_err(|_| TokenError::UnknownKey)?;
+        let mut v = Validation::new(header.alg);
+        v.algorithms = vec![header.alg];
+        v.leeway = LEEWAY_SECS;
+        v.validate_nbf = true;
+        v.set_issuer(&[&self.config.issuer]);
+        v.set_audience(&[&self.config.audience]);
+        v.set_required_spec_claims(&["exp", "iss", "aud"]);
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &v)
+            .map_err(|_| TokenError::Invalid)?
+            .claims;
+        let claim = |name: &str| {
+            claims
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty() && s.len() <= MAX_CLAIM_BYTES)
+                .map(str::to_string)
+        };
+        let principal = claim(&self.config.principal_claim).ok_or(TokenError::NoPrincipal)?;
+        let tenant = match &self.config.tenant_claim {
+            Some(c) => claim(c).ok_or(TokenError::NoPrincipal)?,
+            None => "default".to_string(),
+        };
+        Ok(Identity { principal, tenant })
+    }
+
+    /// The `WWW-Authenticate` value of a 401: the metadata URL, and why a presented token was
+    /// refused.
+    pub fn challenge(&self, refused: Option<&TokenError>) -> String {
+        let url = self.config.metadata_url();
+        match refused {
+            None => format!("Bearer resource_metadata=\"{url}\""),
+            Some(e) => format!(
+                "Bearer error=\"invalid_token\", error_description=\"{e}\", resource_metadata=\"{url}\""
+            ),
+        }
+    }
+
+    /// The Protected Resource Metadata document (RFC 9728).
+    pub fn metadata(&self) -> Value {
+        json!({
+            "resource": self.config.audience,
+            "authorization_servers": [self.config.issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_signing_alg_values_supported": ALGORITHMS
+                .iter()
+                .map(|a| format!("{a:?}"))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The metadata URL sits at the audience's origin.
+    #[test]
+    fn metadata_url_from_the_audience() {
+        let c = OAuthConfig {
+            issuer: "https://id.example.com".into(),
+            audience: "https://mcp.example.com:8443/mcp".into(),
+            jwks: "jwks.json".into(),
+            principal_claim: "sub".into(),
+            tenant_claim: None,
+        };
+        assert_eq!(
+            c.metadata_url(),
+            "https://mcp.example.com:8443/.well-known/oauth-protected-resource"
+        );
+        let mut problems = Vec::new();
+        c.validate(&mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        let bad = OAuthConfig {
+            audience: "mcp".into(),
+            ..c
+        };
+        bad.validate(&mut problems);
+        assert_eq!(problems.len(), 1);
+    }
+}
