@@ -1,8 +1,8 @@
 //! `serve --http` as an OAuth 2.1 resource server, against a test issuer: an ES256 key made by
 //! rcgen, its JWKS served on loopback, tokens minted with jsonwebtoken (a standard JOSE
-//! library). A valid token calls as its `sub`; every broken one gets 401 with a
-//! `WWW-Authenticate` that points at the metadata document; a flood of forged `kid`s does not
-//! make the host fetch the JWKS again.
+//! library). A valid token calls as its `sub`, also through the official MCP Python SDK's
+//! clients; every broken one gets 401 with a `WWW-Authenticate` that points at the metadata
+//! document; a flood of forged `kid`s does not make the host fetch the JWKS again.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -228,5 +228,17 @@ async fn access_tokens_are_checked_and_refusals_point_at_the_metadata() {
         .collect();
     assert_eq!(fetched.len(), 1, "one load at start, none per forged kid");
     assert_eq!(idp.requests().len(), before);
+
+    // The official MCP Python SDK's clients (both eras) calling with the issuer's token.
+    let (token, bad) = (issuer.token("k1", json!({})), issuer.token("k2", json!({})));
+    let url = format!("http://{addr}/mcp");
+    let facts = tokio::task::spawn_blocking(move || {
+        let args = ["--url", &url, "--token", &token, "--bad-token", &bad];
+        crate::mcp::client("oauth", &args).facts
+    })
+    .await
+    .unwrap();
+    assert_eq!(facts["principal"], "alice", "{facts}");
+    assert_eq!(facts["issuer"], ISSUER, "{facts}");
     drop(http);
 }

@@ -427,8 +427,37 @@ async def scenario_modern(args: argparse.Namespace) -> dict:
     return {"asked": len(asked), "protocol": "2026-07-28"}
 
 
+async def scenario_oauth(args: argparse.Namespace) -> dict:
+    """An OAuth access token (--token) through both of the SDK's clients: `whoami` answers the
+    token's principal and tenant; a refused token (--bad-token) gets 401 and a challenge that
+    names the metadata document, which names the issuer."""
+    nothing = {"principal": None, "tenant": None, "run-id": None, "call-id": None,
+               "idempotency-key": None}
+    seen = {}
+    async with connect(args) as (s, _):
+        seen["2025"] = expect_ok(await s.call_tool("whoami", nothing), "whoami (2025-11-25)")
+    async with connect_modern(args) as c:
+        check(c.protocol_version == "2026-07-28", f"negotiated {c.protocol_version}")
+        seen["2026"] = expect_ok(await c.call_tool("whoami", nothing), "whoami (2026-07-28)")
+    for era, ctx in seen.items():
+        check((ctx["principal"], ctx["tenant"]) == ("alice", "acme"), f"{era}: {ctx}")
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "0"}}}
+    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        r = await http.post(args.url, headers=base | {"Authorization": f"Bearer {args.bad_token}"},
+                            content=json.dumps(init))
+        challenge = r.headers.get("www-authenticate", "")
+        check(r.status_code == 401 and 'error="invalid_token"' in challenge
+              and "resource_metadata=" in challenge, f"refused token: {r.status_code} {challenge}")
+        metadata = (await http.get(args.url.replace("/mcp", "/.well-known/oauth-protected-resource"))).json()
+    return {"principal": seen["2026"]["principal"], "issuer": metadata["authorization_servers"][0]}
+
+
 SCENARIOS = {
     "modern": scenario_modern,
+    "oauth": scenario_oauth,
     "polyglot": scenario_polyglot,
     "session_end": scenario_session_end,
     "tools": scenario_tools,
@@ -447,6 +476,7 @@ def main() -> int:
     p.add_argument("--config")
     p.add_argument("--url")
     p.add_argument("--token")
+    p.add_argument("--bad-token")
     p.add_argument("--http-port", type=int)
     args = p.parse_args()
     try:
