@@ -1,6 +1,7 @@
 //! `serve --http` as an OAuth 2.1 resource server, against a test issuer: an ES256 key made by
 //! rcgen, its JWKS served on loopback, tokens minted with jsonwebtoken (a standard JOSE
-//! library). A valid token calls as its `sub`, also through the official MCP Python SDK's
+//! library). A valid token calls as its `sub` (a token without the scope a tool needs gets
+//! 403 `insufficient_scope`), also through the official MCP Python SDK's
 //! clients; every broken one gets 401 with a `WWW-Authenticate` that points at the metadata
 //! document; a flood of forged `kid`s does not make the host fetch the JWKS again.
 
@@ -50,7 +51,7 @@ impl Issuer {
     fn token(&self, kid: &str, claims: Value) -> String {
         let mut all = json!({
             "iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "org": "acme",
-            "iat": now(), "exp": now() + 600,
+            "iat": now(), "exp": now() + 600, "scope": "openid tools:identity",
         });
         all.as_object_mut()
             .unwrap()
@@ -72,7 +73,7 @@ fn now() -> u64 {
 fn oauth_section(jwks_url: &str) -> String {
     format!(
         "[serve.oauth]\nissuer = {ISSUER:?}\naudience = {AUDIENCE:?}\njwks = {jwks_url:?}\n\
-         tenant_claim = \"org\"\n"
+         tenant_claim = \"org\"\nscopes = {{ \"tools:identity\" = [\"whoami\"] }}\n"
     )
 }
 
@@ -210,6 +211,26 @@ async fn access_tokens_are_checked_and_refusals_point_at_the_metadata() {
         challenge.as_deref(),
         Some(format!("Bearer resource_metadata=\"{METADATA}\"").as_str())
     );
+
+    // A valid token without the scope `whoami` needs: 403, naming the scope to step up to.
+    let unscoped = issuer.token("k1", json!({"scope": "openid"}));
+    let a = addr.clone();
+    let (status, challenge, body) =
+        tokio::task::spawn_blocking(move || whoami(&a, Some(&unscoped)))
+            .await
+            .unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        challenge.as_deref(),
+        Some(
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"tools:identity\", \
+                 resource_metadata=\"{METADATA}\""
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(metadata["scopes_supported"], json!(["tools:identity"]));
 
     // A flood of forged key ids: the host loaded the key set once, at start.
     let before = idp.requests().len();

@@ -114,6 +114,7 @@ impl Config {
                     "jwks": o.jwks,
                     "principal_claim": o.principal_claim,
                     "tenant_claim": o.tenant_claim,
+                    "scopes": o.scopes,
                     "metadata": o.metadata_url(),
                 })),
             },

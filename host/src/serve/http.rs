@@ -34,12 +34,13 @@ use tokio_util::sync::CancellationToken;
 use super::config::{Identity, ServeConfig};
 use super::frames::MAX_FRAME_BYTES;
 use super::handler::{Session, Shared};
-use super::oauth::{ResourceServer, TokenError, METADATA_PATH};
+use super::oauth::ResourceServer;
 use super::pending::{Admission, Pending};
 use super::sessions::SessionOwners;
 use super::streams::{Bounded, StreamBudget};
 use super::ServeError;
 
+mod auth;
 mod post;
 use post::{checked, Kind};
 
@@ -266,21 +267,21 @@ impl Gate {
         if let Some(o) = self
             .oauth
             .as_ref()
-            .filter(|_| is_metadata_path(req.uri().path()))
+            .filter(|_| auth::is_metadata_path(req.uri().path()))
         {
-            return json_response(&o.metadata());
+            return auth::json_response(&o.metadata());
         }
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found; MCP is served on /mcp");
         }
-        let identity = if self.config.tokens.is_empty() && self.oauth.is_none() {
-            self.config.local_identity()
+        let (identity, scopes) = if self.config.tokens.is_empty() && self.oauth.is_none() {
+            (self.config.local_identity(), None)
         } else {
             let token = bearer(&req).map(str::to_string);
             match self.authenticate(token.as_deref()).await {
-                Ok(identity) => {
+                Ok((identity, scopes)) => {
                     req.extensions_mut().insert::<Identity>(identity.clone());
-                    identity
+                    (identity, scopes)
                 }
                 Err(refused) => return self.unauthorized(token.is_some(), refused.as_ref()),
             }
@@ -298,7 +299,7 @@ impl Gate {
         let method = req.method().clone();
         let response = if method == hyper::Method::POST {
             match checked(req).await {
-                Ok((_, Kind::InSession)) if session.is_none() => {
+                Ok((_, Kind::InSession, _)) if session.is_none() => {
                     return plain(
                         StatusCode::BAD_REQUEST,
                         "an Mcp-Session-Id header is required: send initialize first, or \
@@ -306,7 +307,7 @@ impl Gate {
                          and clientCapabilities in the request's _meta",
                     )
                 }
-                Ok((_, Kind::Initialize))
+                Ok((_, Kind::Initialize, _))
                     if session.is_none() && !self.owners.room_for(&identity).await =>
                 {
                     return plain(
@@ -314,7 +315,12 @@ impl Gate {
                         "too many open sessions: end one (DELETE) before starting another",
                     )
                 }
-                Ok((req, _)) => self.service.handle(req).await,
+                Ok((_, _, Some(tool)))
+                    if self.missing_scope(&tool, scopes.as_deref()).is_some() =>
+                {
+                    return self.forbidden(self.missing_scope(&tool, scopes.as_deref()));
+                }
+                Ok((req, _, _)) => self.service.handle(req).await,
                 Err(answer) => return answer,
             }
         } else if method == hyper::Method::GET {
@@ -351,48 +357,6 @@ impl Gate {
         }
         response
     }
-}
-
-impl Gate {
-    /// The identity of a bearer token: a configured static token's, else (with `[serve.oauth]`)
-    /// a valid access token's. `Err(Some(_))`: why an access token was refused.
-    async fn authenticate(&self, token: Option<&str>) -> Result<Identity, Option<TokenError>> {
-        let token = token.ok_or(None)?;
-        if let Some(identity) = self.config.identify(token) {
-            return Ok(identity);
-        }
-        match &self.oauth {
-            Some(o) => o.authenticate(token).await.map_err(Some),
-            None => Err(None),
-        }
-    }
-
-    /// 401, with a `WWW-Authenticate` that points an OAuth client at the metadata document.
-    fn unauthorized(&self, presented: bool, refused: Option<&TokenError>) -> Response<Body> {
-        let mut r = plain(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
-        let challenge = match &self.oauth {
-            Some(o) => o.challenge(refused.filter(|_| presented)),
-            None => "Bearer".to_string(),
-        };
-        if let Ok(v) = hyper::header::HeaderValue::from_str(&challenge) {
-            r.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, v);
-        }
-        r
-    }
-}
-
-/// The metadata document's path, or the same with the resource's path appended (RFC 9728 §3.1).
-fn is_metadata_path(path: &str) -> bool {
-    path == METADATA_PATH || path == format!("{METADATA_PATH}{MCP_PATH}")
-}
-
-fn json_response(v: &serde_json::Value) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(v.to_string())).boxed());
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    r
 }
 
 fn bearer(req: &Request<Incoming>) -> Option<&str> {

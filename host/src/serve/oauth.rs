@@ -66,6 +66,10 @@ pub struct OAuthConfig {
     /// The claim that names the tenant; without it every caller's tenant is `default`.
     #[serde(default)]
     pub tenant_claim: Option<String>,
+    /// Scopes a call needs, each with the tools (names or globs) it covers: a token without
+    /// the scope of a tool gets 403 `insufficient_scope` for a call of it. Default: none.
+    #[serde(default)]
+    pub scopes: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 fn default_principal_claim() -> String {
@@ -93,6 +97,18 @@ impl OAuthConfig {
                 "is empty; name the issuer's JWKS URL or a file that holds it",
             );
         }
+        for (scope, tools) in &self.scopes {
+            let token_chars = !scope.is_empty()
+                && scope
+                    .bytes()
+                    .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b));
+            if !token_chars {
+                bad("scopes", "has a scope that is not a scope token (visible ASCII without spaces, `\"` or `\\`)");
+            }
+            if let Err(e) = tool_globs(tools) {
+                bad("scopes", &e);
+            }
+        }
         if self.principal_claim.trim().is_empty() {
             bad(
                 "principal_claim",
@@ -109,6 +125,15 @@ impl OAuthConfig {
             origin_of(&self.audience).unwrap_or_default()
         )
     }
+}
+
+/// Tool names or globs as one matcher.
+fn tool_globs(tools: &[String]) -> Result<globset::GlobSet, String> {
+    let mut set = globset::GlobSetBuilder::new();
+    for t in tools {
+        set.add(globset::Glob::new(t).map_err(|e| format!("serve.oauth.scopes: {t:?}: {e}"))?);
+    }
+    set.build().map_err(|e| format!("serve.oauth.scopes: {e}"))
 }
 
 fn is_url(s: &str) -> bool {
@@ -143,6 +168,8 @@ pub enum TokenError {
 pub struct ResourceServer {
     config: OAuthConfig,
     keys: Jwks,
+    /// Each scope and the tools it covers.
+    scopes: Vec<(String, globset::GlobSet)>,
 }
 
 impl ResourceServer {
@@ -150,10 +177,32 @@ impl ResourceServer {
     pub async fn start(config: &OAuthConfig, base_dir: &Path) -> Result<Self, String> {
         let source = JwksSource::parse(&config.jwks, base_dir)?;
         let keys = Jwks::load(source).await?;
+        let scopes = config
+            .scopes
+            .iter()
+            .map(|(scope, tools)| Ok((scope.clone(), tool_globs(tools)?)))
+            .collect::<Result<_, String>>()?;
         Ok(ResourceServer {
             config: config.clone(),
             keys,
+            scopes,
         })
+    }
+
+    /// The scope a call of `tool` needs, if any (the first, in name order, that covers it).
+    pub fn scope_for(&self, tool: &str) -> Option<&str> {
+        self.scopes
+            .iter()
+            .find(|(_, tools)| tools.is_match(tool))
+            .map(|(scope, _)| scope.as_str())
+    }
+
+    /// The `WWW-Authenticate` value of a 403 for a missing scope (RFC 6750 §3.1).
+    pub fn insufficient_scope(&self, scope: &str) -> String {
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{scope}\", resource_metadata=\"{}\"",
+            self.config.metadata_url()
+        )
     }
 
     /// How many times the JWKS was fetched or read (the first load included).
@@ -161,8 +210,9 @@ impl ResourceServer {
         self.keys.loads()
     }
 
-    /// The identity a valid access token stands for.
-    pub async fn authenticate(&self, token: &str) -> Result<Identity, TokenError> {
+    /// The identity a valid access token stands for, and the scopes it grants (`scope`, space
+    /// separated, or `scp`, a list).
+    pub async fn authenticate(&self, token: &str) -> Result<(Identity, Vec<String>), TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
         if !ALGORITHMS.contains(&header.alg) {
             return Err(TokenError::Algorithm);
@@ -202,7 +252,16 @@ impl ResourceServer {
             Some(c) => claim(c).ok_or(TokenError::NoPrincipal)?,
             None => "default".to_string(),
         };
-        Ok(Identity { principal, tenant })
+        let scopes = match (claims.get("scope"), claims.get("scp")) {
+            (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_string).collect(),
+            (_, Some(Value::Array(a))) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok((Identity { principal, tenant }, scopes))
     }
 
     /// The `WWW-Authenticate` value of a 401: the metadata URL, and why a presented token was
@@ -223,6 +282,7 @@ impl ResourceServer {
             "resource": self.config.audience,
             "authorization_servers": [self.config.issuer],
             "bearer_methods_supported": ["header"],
+            "scopes_supported": self.config.scopes.keys().collect::<Vec<_>>(),
             "resource_signing_alg_values_supported": ALGORITHMS
                 .iter()
                 .map(|a| format!("{a:?}"))
@@ -244,6 +304,7 @@ mod tests {
             jwks: "jwks.json".into(),
             principal_claim: "sub".into(),
             tenant_claim: None,
+            scopes: Default::default(),
         };
         assert_eq!(
             c.metadata_url(),

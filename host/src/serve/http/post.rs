@@ -45,12 +45,14 @@ fn is_stateless(message: &ClientJsonRpcMessage, parts: &http::request::Parts) ->
     header || body
 }
 
+/// A good POST body: the request rmcp gets, its [`Kind`], and the tool it calls (for a
+/// `tools/call`).
+pub(super) type Checked = (Request<Full<Bytes>>, Kind, Option<String>);
+
 /// Read a POST body (bounded) and check it as one frame. A good one comes back as the request
 /// rmcp gets, carrying the frame check's mark when its arguments repeat a key, with its
-/// [`Kind`]; anything else comes back as the answer.
-pub(super) async fn checked(
-    req: Request<Incoming>,
-) -> Result<(Request<Full<Bytes>>, Kind), Response<Body>> {
+/// [`Kind`] and the tool it calls; anything else comes back as the answer.
+pub(super) async fn checked(req: Request<Incoming>) -> Result<Checked, Response<Body>> {
     let (mut parts, body) = req.into_parts();
     let too_large = || rpc_error(StatusCode::PAYLOAD_TOO_LARGE, &FrameError::too_large());
     if hyper::body::Body::size_hint(&body).lower() > MAX_REQUEST_BODY_BYTES as u64 {
@@ -92,7 +94,14 @@ pub(super) async fn checked(
             } else {
                 Kind::InSession
             };
-            Ok((Request::from_parts(parts, Full::new(bytes)), kind))
+            let tool = match *message {
+                ClientJsonRpcMessage::Request(ref r) => match &r.request {
+                    ClientRequest::CallToolRequest(c) => Some(c.params.name.to_string()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            Ok((Request::from_parts(parts, Full::new(bytes)), kind, tool))
         }
         // A notification nothing can use: accepted, as rmcp accepts notifications.
         Ok(Frame::Skip) => Err(plain(StatusCode::ACCEPTED, "")),
