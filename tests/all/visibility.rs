@@ -1,6 +1,7 @@
-//! Visibility follows authority: each caller is offered the tools its policy could allow it,
-//! over MCP (stdio and HTTP) and to a model in the agent loop; a call to a tool hidden from the
-//! caller answers exactly as a call to no tool does, and is recorded as refused.
+//! The front door per caller. Visibility follows authority: each caller is offered the tools
+//! its policy could allow it, over MCP (stdio and HTTP) and to a model in the agent loop; a
+//! call to a tool hidden from the caller answers exactly as a call to no tool does, and is
+//! recorded as refused. And each caller's HTTP requests are bounded in rate and in flight.
 
 use std::path::{Path, PathBuf};
 
@@ -192,4 +193,72 @@ async fn the_pipeline_answers_hidden_as_absent() {
         hidden.message.replace("write_text", "NAME"),
         absent.message.replace("wrote_text", "NAME")
     );
+}
+
+/// Per-caller limits at the HTTP door: bob's burst of requests is cut at his rate (429 with
+/// `Retry-After`), while alice is served; mallory with one request in flight (a call held at
+/// the API) is refused a second one, and served again once it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_door_bounds_each_callers_rate_and_requests_in_flight() {
+    use crate::api_server::ApiServer;
+    use crate::mcp_stateless::{call, http_post, request, routing_headers};
+    use sha2::{Digest, Sha256};
+    let api = ApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = |t: &str, who: &str| {
+        format!(
+            "[[serve.token]]\nsha256 = \"{}\"\nprincipal = \"{who}\"\n",
+            hex::encode(Sha256::digest(t.as_bytes()))
+        )
+    };
+    let top = format!(
+        "[serve]\nrequests_per_second = 0.01\nrequest_burst = 3\nrequests_in_flight = 1\n{}{}{}",
+        token("alice-token", "alice"),
+        token("bob-token", "bob"),
+        token("mallory-token", "mallory")
+    );
+    let allow = [api.authority()];
+    let cfg = crate::call_context::downstream_config(dir.path(), &top, &allow, &allow, "");
+    let http = tokio::task::spawn_blocking(move || crate::mcp_frames::Http::start(&cfg))
+        .await
+        .unwrap();
+    let addr = http.addr.clone();
+    let send = |token: &'static str, message: serde_json::Value| {
+        let addr = addr.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut headers = routing_headers(&message);
+            headers.push(("Authorization".into(), format!("Bearer {token}")));
+            let (status, h, _) = http_post(&addr, &headers, &message).expect("an answer");
+            (status, h.get("retry-after").cloned())
+        })
+    };
+    let list = || request(1, "tools/list", json!({}), json!({}));
+
+    let mut bob = Vec::new();
+    for _ in 0..6 {
+        bob.push(send("bob-token", list()).await.unwrap());
+    }
+    let statuses: Vec<u16> = bob.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
+    assert_eq!(bob[3].1.as_deref(), Some("1"));
+    assert_eq!(send("alice-token", list()).await.unwrap().0, 200);
+
+    let charge = call(
+        2,
+        "charge",
+        json!({"url": api.url("/hold"), "amount-cents": 1}),
+        "m1",
+    );
+    let held = send("mallory-token", charge);
+    assert_eq!(
+        api.wait_for(1).await.len(),
+        1,
+        "mallory's call is held at the API"
+    );
+    assert_eq!(send("mallory-token", list()).await.unwrap().0, 429);
+    assert_eq!(send("alice-token", list()).await.unwrap().0, 200);
+    api.release();
+    assert_eq!(held.await.unwrap().0, 200);
+    assert_eq!(send("mallory-token", list()).await.unwrap().0, 200);
+    drop(http);
 }

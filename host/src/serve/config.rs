@@ -59,6 +59,22 @@ pub struct ServeConfig {
     /// Access tokens from an OAuth 2.1 issuer, beside the static tokens (`serve/oauth.rs`).
     #[serde(default)]
     pub oauth: Option<super::oauth::OAuthConfig>,
+    /// HTTP requests per second each principal may make (a token bucket), checked before any
+    /// work; past it, 429. Default: no rate (calls still have `run.rate_per_principal`).
+    #[serde(default)]
+    pub requests_per_second: Option<f64>,
+    /// How many requests a principal may make at once above that rate. Default: twice the
+    /// rate (at least 1).
+    #[serde(default)]
+    pub request_burst: Option<u32>,
+    /// HTTP requests one principal may have in flight (a streamed answer counts until it
+    /// ends); past it, 429. From 1 to 192; default 64.
+    #[serde(default = "default_requests_in_flight")]
+    pub requests_in_flight: usize,
+}
+
+fn default_requests_in_flight() -> usize {
+    64
 }
 
 fn default_task_ttl() -> u64 {
@@ -88,6 +104,9 @@ impl Default for ServeConfig {
             session_idle_secs: default_session_idle(),
             task_ttl_secs: default_task_ttl(),
             oauth: None,
+            requests_per_second: None,
+            request_burst: None,
+            requests_in_flight: default_requests_in_flight(),
         }
     }
 }
@@ -217,6 +236,27 @@ impl ServeConfig {
             if t.tenant.trim().is_empty() {
                 bad(format!("serve.token[{i}].tenant"), empty);
             }
+        }
+        if self
+            .requests_per_second
+            .is_some_and(|r| !(r.is_finite() && r > 0.0))
+        {
+            problems.push(ConfigProblem::new(
+                "serve.requests_per_second",
+                "must be a positive number of requests per second (each principal's rate at the HTTP door)",
+            ));
+        }
+        if self.request_burst == Some(0) {
+            problems.push(ConfigProblem::new(
+                "serve.request_burst",
+                "is 0, so no request could pass; give at least 1",
+            ));
+        }
+        if !(1..=192).contains(&self.requests_in_flight) {
+            problems.push(ConfigProblem::new(
+                "serve.requests_in_flight",
+                "must be from 1 to 192 (the host serves at most 192 authenticated requests at once)",
+            ));
         }
         if let Some(o) = &self.oauth {
             o.validate(problems);

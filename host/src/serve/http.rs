@@ -41,6 +41,7 @@ use super::streams::{Bounded, StreamBudget};
 use super::ServeError;
 
 mod auth;
+mod door;
 mod post;
 use post::{checked, Kind};
 
@@ -127,6 +128,11 @@ pub async fn serve_http(
     let gate = Arc::new(Gate {
         config: config.clone(),
         oauth,
+        door: door::Door::new(
+            config.requests_per_second,
+            config.request_burst,
+            config.requests_in_flight,
+        ),
         service,
         owners: SessionOwners::new(manager),
         streams: StreamBudget::default(),
@@ -252,6 +258,7 @@ impl AcceptBackoff {
 struct Gate {
     config: ServeConfig,
     oauth: Option<ResourceServer>,
+    door: Arc<door::Door>,
     service: StreamableHttpService<Session, LocalSessionManager>,
     owners: SessionOwners,
     streams: StreamBudget,
@@ -287,6 +294,10 @@ impl Gate {
             }
         };
         admission.authenticated();
+        let pass = match self.door.enter(&identity.principal) {
+            Ok(pass) => pass,
+            Err(refused) => return auth::too_many(refused),
+        };
         let session = req
             .headers()
             .get(SESSION_HEADER)
@@ -355,7 +366,8 @@ impl Gate {
             }
             Some(_) => {}
         }
-        response
+        // In flight until the answer (a stream, perhaps) ends.
+        response.map(|body| door::Held::new(body, pass).boxed())
     }
 }
 

@@ -85,3 +85,19 @@ pub(super) fn json_response(v: &serde_json::Value) -> Response<Body> {
     );
     r
 }
+
+/// 429 for a caller past its rate or its requests in flight; try again in a second.
+pub(super) fn too_many(refused: super::door::Refused) -> Response<Body> {
+    let text = match refused {
+        super::door::Refused::Rate => "too many requests from this caller; try again shortly",
+        super::door::Refused::InFlight => {
+            "too many requests of this caller in flight; wait for one to end"
+        }
+    };
+    let mut r = plain(StatusCode::TOO_MANY_REQUESTS, text);
+    r.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from_static("1"),
+    );
+    r
+}

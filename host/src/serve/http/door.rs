@@ -1,0 +1,174 @@
+//! Per-caller limits at the HTTP door, checked right after authentication and before anything
+//! else is read or run: a request rate (a token bucket) and a bound on requests in flight, per
+//! principal. One caller's flood (calls, `tools/list`, `tasks/get` polls) costs it 429s and
+//! leaves every other caller's budget as it was.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use http_body::{Body, Frame, SizeHint};
+
+/// Most principals tracked at once; past it, idle ones are forgotten first.
+pub const MAX_TRACKED_CALLERS: usize = 10_000;
+
+/// Why a request was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The caller's request rate is spent.
+    Rate,
+    /// The caller has its most requests in flight.
+    InFlight,
+}
+
+/// One caller's bucket and how many of its requests are in flight.
+struct Caller {
+    tokens: f64,
+    last: Instant,
+    in_flight: usize,
+}
+
+/// The door's limits and what each caller has used of them.
+pub struct Door {
+    /// Requests per second per caller; `None`: no rate.
+    rate: Option<f64>,
+    burst: f64,
+    max_in_flight: usize,
+    callers: Mutex<HashMap<String, Caller>>,
+}
+
+impl Door {
+    /// `rate` requests per second (if any) with bursts of `burst` (default twice the rate),
+    /// and `max_in_flight` at once, for each principal.
+    pub fn new(rate: Option<f64>, burst: Option<u32>, max_in_flight: usize) -> Arc<Door> {
+        let burst = burst.map_or_else(|| rate.map_or(1.0, |r| (2.0 * r).ceil()), f64::from);
+        Arc::new(Door {
+            rate,
+            burst: burst.max(1.0),
+            max_in_flight: max_in_flight.max(1),
+            callers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Let one request of `principal` in, or say why not. The pass it returns counts the
+    /// request in flight until it is dropped (keep it with the response's body).
+    pub fn enter(self: &Arc<Self>, principal: &str) -> Result<Pass, Refused> {
+        let now = Instant::now();
+        let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
+        if callers.len() >= MAX_TRACKED_CALLERS && !callers.contains_key(principal) {
+            self.forget_idle(&mut callers, now);
+        }
+        let c = callers.entry(principal.to_string()).or_insert(Caller {
+            tokens: self.burst,
+            last: now,
+            in_flight: 0,
+        });
+        if c.in_flight >= self.max_in_flight {
+            return Err(Refused::InFlight);
+        }
+        if let Some(rate) = self.rate {
+            let refill = now.duration_since(c.last).as_secs_f64() * rate;
+            c.tokens = (c.tokens + refill).min(self.burst);
+            c.last = now;
+            if c.tokens < 1.0 {
+                return Err(Refused::Rate);
+            }
+            c.tokens -= 1.0;
+        }
+        c.in_flight += 1;
+        Ok(Pass {
+            door: self.clone(),
+            principal: principal.to_string(),
+        })
+    }
+
+    /// Drop callers with nothing in flight whose bucket has refilled (they lose nothing).
+    fn forget_idle(&self, callers: &mut HashMap<String, Caller>, now: Instant) {
+        let (rate, burst) = (self.rate, self.burst);
+        callers.retain(|_, c| {
+            let elapsed = now.duration_since(c.last).as_secs_f64();
+            let full = rate.is_none_or(|r| c.tokens + elapsed * r >= burst);
+            c.in_flight > 0 || !full
+        });
+    }
+}
+
+/// One request in flight; dropping it lets the next one in.
+pub struct Pass {
+    door: Arc<Door>,
+    principal: String,
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let mut callers = self.door.callers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = callers.get_mut(&self.principal) {
+            c.in_flight = c.in_flight.saturating_sub(1);
+        }
+    }
+}
+
+/// A response body that keeps its request's [`Pass`] until the body ends or is dropped (a
+/// streamed answer is in flight as long as it streams).
+pub struct Held<B> {
+    inner: B,
+    _pass: Pass,
+}
+
+impl<B> Held<B> {
+    pub fn new(inner: B, pass: Pass) -> Self {
+        Held { inner, _pass: pass }
+    }
+}
+
+impl<B: Body + Unpin> Body for Held<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst passes, the next request is refused for rate; another caller is untouched; a
+    /// pass held counts in flight until dropped.
+    #[test]
+    fn each_caller_has_its_own_budget() {
+        let door = Door::new(Some(0.001), Some(3), 2);
+        let a1 = door.enter("alice").unwrap();
+        let a2 = door.enter("alice").unwrap();
+        assert_eq!(door.enter("alice").err(), Some(Refused::InFlight));
+        drop(a1);
+        let a3 = door.enter("alice").unwrap();
+        drop((a2, a3));
+        assert_eq!(door.enter("alice").err(), Some(Refused::Rate));
+        assert!(
+            door.enter("bob").is_ok(),
+            "another caller's budget is its own"
+        );
+        let unrated = Door::new(None, None, 1);
+        let held = unrated.enter("alice").unwrap();
+        assert_eq!(unrated.enter("alice").err(), Some(Refused::InFlight));
+        drop(held);
+        for _ in 0..1000 {
+            drop(unrated.enter("alice").unwrap());
+        }
+    }
+}
