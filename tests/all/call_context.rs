@@ -154,31 +154,17 @@ fn mcp_gives_the_trusted_context_on_both_transports() {
 /// context back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_loop_gives_the_trusted_context() {
-    use crate::openai::{scripted, text, tool_calls, Reply};
-    use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions};
+    use crate::openai::{scripted_run, text, tool_calls, Reply};
     let dir = tempfile::tempdir().unwrap();
     let cfg = whoami_config(dir.path(), "");
     let rt = crate::support::runtime(&cfg);
     let args = forged().to_string();
-    let server = scripted(
-        vec![
-            Reply::Stream(tool_calls(&[("call_1", "whoami", &args)], 8, 10)),
-            Reply::Stream(text("done", 5)),
-        ],
-        None,
-    )
-    .await;
-    let provider = Provider::new(
-        agent::Endpoint::parse(&server.base_url()).unwrap(),
-        None,
-        ProviderOptions::default(),
-    )
-    .unwrap();
-    let config = AgentConfig::default();
-    let messages = agent::prompt_messages("who am I?", &config);
-    let ctx = rt.context("agent-user", "agent-tenant");
-    let run_id = ctx.run_id.clone();
-    let summary = agent::run_agent(&rt, &provider, "m", messages, &config, ctx).await;
+    let replies = vec![
+        Reply::Stream(tool_calls(&[("call_1", "whoami", &args)], 8, 10)),
+        Reply::Stream(text("done", 5)),
+    ];
+    let (summary, _) = scripted_run(&rt, replies, "agent-user", "agent-tenant").await;
+    let run_id = summary.run_id.clone();
     assert_eq!(summary.tool_calls.get("completed"), Some(&1), "{summary:?}");
     let result = rt.ledger().outcome(&run_id, "p:call_1").unwrap().unwrap();
     let output = result.output.unwrap();

@@ -304,3 +304,27 @@ fn usage(total: u64) -> Value {
         "usage": {"prompt_tokens": total / 2, "completion_tokens": total - total / 2,
                   "total_tokens": total}})
 }
+
+/// One agent run on `rt` as `principal` of `tenant` against a scripted server answering
+/// `replies` (default agent settings): the run's summary and the server, which kept every
+/// request.
+pub async fn scripted_run(
+    rt: &toolhost::Runtime,
+    replies: Vec<Reply>,
+    principal: &str,
+    tenant: &str,
+) -> (toolhost::agent::Summary, Scripted) {
+    use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions};
+    let server = scripted(replies, None).await;
+    let provider = Provider::new(
+        agent::Endpoint::parse(&server.base_url()).unwrap(),
+        None,
+        ProviderOptions::default(),
+    )
+    .unwrap();
+    let config = AgentConfig::default();
+    let messages = agent::prompt_messages("do the task", &config);
+    let ctx = rt.context(principal, tenant);
+    let summary = agent::run_agent(rt, &provider, "m", messages, &config, ctx).await;
+    (summary, server)
+}

@@ -125,33 +125,19 @@ fn two_callers_see_different_tools_over_both_transports() {
 /// ends `unknown_tool` and is recorded, with the reason the operator reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_offers_each_caller_its_tools_and_records_a_hidden_call() {
-    use crate::openai::{scripted, text, tool_calls, Reply};
-    use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions};
+    use crate::openai::{scripted_run, text, tool_calls, Reply};
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path());
     let rt = crate::support::runtime(&cfg);
     let mut offered = Vec::new();
     for who in ["alice", "mallory"] {
         let args = json!({"path": "x", "content": "y"}).to_string();
-        let server = scripted(
-            vec![
-                Reply::Stream(tool_calls(&[("call_1", "write_text", &args)], 8, 10)),
-                Reply::Stream(text("done", 5)),
-            ],
-            None,
-        )
-        .await;
-        let provider = Provider::new(
-            agent::Endpoint::parse(&server.base_url()).unwrap(),
-            None,
-            ProviderOptions::default(),
-        )
-        .unwrap();
-        let config = AgentConfig::default();
-        let messages = agent::prompt_messages("write", &config);
-        let ctx = rt.context(who, &format!("{who}-corp"));
-        let run_id = ctx.run_id.clone();
-        agent::run_agent(&rt, &provider, "m", messages, &config, ctx).await;
+        let replies = vec![
+            Reply::Stream(tool_calls(&[("call_1", "write_text", &args)], 8, 10)),
+            Reply::Stream(text("done", 5)),
+        ];
+        let (summary, server) = scripted_run(&rt, replies, who, &format!("{who}-corp")).await;
+        let run_id = summary.run_id.clone();
         let mut tools: Vec<String> = server.requests()[0].body["tools"]
             .as_array()
             .unwrap()
