@@ -40,10 +40,11 @@ pub struct ApiServer {
     pub port: u16,
     requests: Arc<Mutex<Vec<Recorded>>>,
     released: Arc<tokio::sync::Semaphore>,
+    jwks: Fixed,
 }
 
 /// What a server answers on `/jwks...` (a key set it serves), if anything.
-type Fixed = Arc<Option<String>>;
+type Fixed = Arc<Mutex<Option<String>>>;
 
 /// Most bytes of one request the server reads.
 const MAX_REQUEST: usize = 64 * 1024;
@@ -60,16 +61,18 @@ impl ApiServer {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let released = Arc::new(tokio::sync::Semaphore::new(0));
         let (seen, gate) = (requests.clone(), released.clone());
-        let fixed: Fixed = Arc::new(jwks);
+        let fixed: Fixed = Arc::new(Mutex::new(jwks));
+        let served = fixed.clone();
         tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
-                tokio::spawn(serve(sock, seen.clone(), gate.clone(), fixed.clone()));
+                tokio::spawn(serve(sock, seen.clone(), gate.clone(), served.clone()));
             }
         });
         ApiServer {
             port,
             requests,
             released,
+            jwks: fixed,
         }
     }
 
@@ -95,6 +98,11 @@ impl ApiServer {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.requests()
+    }
+
+    /// Serve `jwks` on `/jwks...` from now on (an issuer rotating its keys).
+    pub fn set_jwks(&self, jwks: String) {
+        *self.jwks.lock().unwrap() = Some(jwks);
     }
 
     /// Let every held request (and every later one) be answered.
@@ -172,12 +180,9 @@ async fn serve(
     let path = req.head.split(' ').nth(1).unwrap_or("/").to_string();
     seen.lock().unwrap().push(req.clone());
     let mut extra = String::new();
-    let body = if let Some(jwks) = fixed
-        .as_ref()
-        .as_ref()
-        .filter(|_| path.starts_with("/jwks"))
-    {
-        jwks.clone()
+    let jwks = fixed.lock().unwrap().clone();
+    let body = if let Some(jwks) = jwks.filter(|_| path.starts_with("/jwks")) {
+        jwks
     } else if path.starts_with("/echo") {
         if let Some(auth) = req.header("authorization") {
             extra = format!("x-echo-authorization: {auth}\r\n");

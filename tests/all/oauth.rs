@@ -21,28 +21,33 @@ const ISSUER: &str = "https://id.test.example";
 const AUDIENCE: &str = "https://mcp.test.example/mcp";
 const METADATA: &str = "https://mcp.test.example/.well-known/oauth-protected-resource";
 
-/// The test issuer: its signing key and the JWKS that publishes it as `k1`.
+/// A signing key of the test issuer, published in its JWKS under `kid`.
 struct Issuer {
     key: EncodingKey,
-    jwks: String,
+    /// The public key as a JWK.
+    jwk: Value,
     /// The public key as bytes: what an attacker signs an HS256 token with.
     public: Vec<u8>,
 }
 
+/// A JWKS publishing these keys.
+fn jwks(keys: &[&Issuer]) -> String {
+    json!({ "keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>() }).to_string()
+}
+
 impl Issuer {
-    fn new() -> Issuer {
+    fn new(kid: &str) -> Issuer {
         let pair = rcgen::KeyPair::generate().unwrap();
         let point = pair.public_key_raw().to_vec();
         assert_eq!(point.len(), 65, "an uncompressed P-256 point");
         let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
-        let jwks = json!({"keys": [{
-            "kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
+        let jwk = json!({
+            "kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
             "x": b64(&point[1..33]), "y": b64(&point[33..]),
-        }]})
-        .to_string();
+        });
         Issuer {
             key: EncodingKey::from_ec_der(&pair.serialize_der()),
-            jwks,
+            jwk,
             public: point,
         }
     }
@@ -71,9 +76,14 @@ fn now() -> u64 {
 
 /// `[serve.oauth]` with the JWKS at `jwks_url`.
 fn oauth_section(jwks_url: &str) -> String {
+    oauth_section_with(jwks_url, "")
+}
+
+/// The same with `extra` keys in the section.
+fn oauth_section_with(jwks_url: &str, extra: &str) -> String {
     format!(
         "[serve.oauth]\nissuer = {ISSUER:?}\naudience = {AUDIENCE:?}\njwks = {jwks_url:?}\n\
-         tenant_claim = \"org\"\nscopes = {{ \"tools:identity\" = [\"whoami\"] }}\n"
+         tenant_claim = \"org\"\nscopes = {{ \"tools:identity\" = [\"whoami\"] }}\n{extra}"
     )
 }
 
@@ -111,8 +121,8 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 /// missing token and each broken one get 401 and a challenge that names the document.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn access_tokens_are_checked_and_refusals_point_at_the_metadata() {
-    let issuer = Issuer::new();
-    let idp = ApiServer::serving(Some(issuer.jwks.clone())).await;
+    let issuer = Issuer::new("k1");
+    let idp = ApiServer::serving(Some(jwks(&[&issuer]))).await;
     let dir = tempfile::tempdir().unwrap();
     let closed = ["127.0.0.1:9".to_string()];
     let top = oauth_section(&idp.url("/jwks"));
@@ -262,4 +272,47 @@ async fn access_tokens_are_checked_and_refusals_point_at_the_metadata() {
     assert_eq!(facts["principal"], "alice", "{facts}");
     assert_eq!(facts["issuer"], ISSUER, "{facts}");
     drop(http);
+}
+
+/// A key the issuer rotates in is found once the refetch interval has passed (the host reloads
+/// the JWKS on the unknown kid), and a token of the new key then calls. One real-clock wait of
+/// 1.5 s against a 1 s interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_in_key_is_found_after_the_refetch_interval() {
+    let (old, new) = (Issuer::new("k1"), Issuer::new("k2"));
+    let idp = ApiServer::serving(Some(jwks(&[&old]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let closed = ["127.0.0.1:9".to_string()];
+    let top = oauth_section_with(&idp.url("/jwks"), "jwks_refetch_secs = 1\n");
+    let cfg = downstream_config(dir.path(), &top, &closed, &closed, "");
+    let http = tokio::task::spawn_blocking(move || crate::mcp_frames::Http::start(&cfg))
+        .await
+        .unwrap();
+    let ask = |token: String| {
+        let addr = http.addr.clone();
+        tokio::task::spawn_blocking(move || whoami(&addr, Some(&token)).0)
+    };
+    assert_eq!(
+        ask(new.token("k2", json!({}))).await.unwrap(),
+        401,
+        "not published yet"
+    );
+    idp.set_jwks(jwks(&[&old, &new]));
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        ask(new.token("k2", json!({}))).await.unwrap(),
+        200,
+        "found after a reload"
+    );
+    assert_eq!(
+        ask(old.token("k1", json!({}))).await.unwrap(),
+        200,
+        "the old key still works"
+    );
+    let loads = idp
+        .requests()
+        .iter()
+        .filter(|r| r.head.starts_with("GET /jwks"))
+        .count();
+    assert!((2..=3).contains(&loads), "{loads} loads");
 }

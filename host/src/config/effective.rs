@@ -118,6 +118,7 @@ impl Config {
                     "principal_claim": o.principal_claim,
                     "tenant_claim": o.tenant_claim,
                     "scopes": o.scopes,
+                    "jwks_refetch_secs": o.jwks_refetch_secs,
                     "metadata": o.metadata_url(),
                 })),
             },

@@ -1,6 +1,7 @@
 //! The issuer's JSON Web Key Set: fetched (or read from a file) at start, and fetched again when
-//! a token names a key it does not hold — at most once per [`MIN_REFETCH`], so a flood of forged
-//! `kid`s costs the issuer one request per interval, not one per token.
+//! a token names a key it does not hold — at most once per refetch interval (default
+//! [`MIN_REFETCH`]), so a flood of forged `kid`s costs the issuer one request per interval, not
+//! one per token, and a key the issuer rotated in is found within one interval.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 
-/// Shortest time between two loads of the key set.
+/// Shortest time between two loads of the key set, unless the config says otherwise.
 pub const MIN_REFETCH: Duration = Duration::from_secs(60);
 /// Largest key set accepted (bytes): a key set is a few keys.
 pub const MAX_JWKS_BYTES: usize = 256 * 1024;
@@ -95,6 +96,7 @@ async fn fetch(url: &str) -> Result<Vec<u8>, String> {
 /// The key set and when it was last loaded.
 pub struct Jwks {
     source: JwksSource,
+    refetch: Duration,
     set: std::sync::RwLock<JwkSet>,
     /// When the set was last loaded; held while a load runs, so loads never overlap.
     loaded: tokio::sync::Mutex<Instant>,
@@ -102,11 +104,12 @@ pub struct Jwks {
 }
 
 impl Jwks {
-    /// Load the key set now.
-    pub async fn load(source: JwksSource) -> Result<Self, String> {
+    /// Load the key set now; load it again on an unknown `kid` at most once per `refetch`.
+    pub async fn load(source: JwksSource, refetch: Duration) -> Result<Self, String> {
         let set = source.read().await?;
         Ok(Jwks {
             source,
+            refetch,
             set: std::sync::RwLock::new(set),
             loaded: tokio::sync::Mutex::new(Instant::now()),
             loads: AtomicU64::new(1),
@@ -123,7 +126,7 @@ impl Jwks {
     }
 
     /// The key named `kid` (or the only key, for a token without one). An unknown `kid` loads
-    /// the set again when the last load is [`MIN_REFETCH`] old; lookups of known keys never
+    /// the set again when the last load is one refetch interval old; lookups of known keys never
     /// wait for a load, and concurrent unknown ones wait for the one load in progress.
     pub async fn find(&self, kid: Option<&str>) -> Option<Jwk> {
         if let Some(k) = self.pick(kid) {
@@ -134,7 +137,7 @@ impl Jwks {
         if let Some(k) = self.pick(kid) {
             return Some(k);
         }
-        if loaded.elapsed() < MIN_REFETCH {
+        if loaded.elapsed() < self.refetch {
             return None;
         }
         *loaded = Instant::now();

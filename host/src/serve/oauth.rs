@@ -13,7 +13,7 @@
 //!
 //! A token passes only with: an asymmetric algorithm of [`ALGORITHMS`] (`none` and HMAC never,
 //! so a token signed with the public key as an HMAC secret fails); a `kid` of the JWKS (one
-//! unknown `kid` refetches the JWKS at most once per [`super::jwks::MIN_REFETCH`]); a valid
+//! unknown `kid` refetches the JWKS at most once per `jwks_refetch_secs`, default 60); a valid
 //! signature; `exp` and `iss` and `aud` present and exact, `exp`/`nbf` within [`LEEWAY_SECS`];
 //! and a principal claim that is a non-empty string. Every refusal is a 401 whose
 //! `WWW-Authenticate` names the metadata document; the token itself never reaches a tool.
@@ -70,6 +70,14 @@ pub struct OAuthConfig {
     /// the scope of a tool gets 403 `insufficient_scope` for a call of it. Default: none.
     #[serde(default)]
     pub scopes: std::collections::BTreeMap<String, Vec<String>>,
+    /// Seconds between two loads of the JWKS when tokens name a key it lacks (a rotated-in key
+    /// is found after at most this long). From 1 to 86400; default 60.
+    #[serde(default = "default_refetch")]
+    pub jwks_refetch_secs: u64,
+}
+
+fn default_refetch() -> u64 {
+    super::jwks::MIN_REFETCH.as_secs()
 }
 
 fn default_principal_claim() -> String {
@@ -108,6 +116,9 @@ impl OAuthConfig {
             if let Err(e) = tool_globs(tools) {
                 bad("scopes", &e);
             }
+        }
+        if !(1..=86_400).contains(&self.jwks_refetch_secs) {
+            bad("jwks_refetch_secs", "must be from 1 to 86400 seconds");
         }
         if self.principal_claim.trim().is_empty() {
             bad(
@@ -176,7 +187,8 @@ impl ResourceServer {
     /// Load the JWKS (fetched or read now; a server that cannot get it does not start).
     pub async fn start(config: &OAuthConfig, base_dir: &Path) -> Result<Self, String> {
         let source = JwksSource::parse(&config.jwks, base_dir)?;
-        let keys = Jwks::load(source).await?;
+        let refetch = std::time::Duration::from_secs(config.jwks_refetch_secs);
+        let keys = Jwks::load(source, refetch).await?;
         let scopes = config
             .scopes
             .iter()
@@ -305,6 +317,7 @@ mod tests {
             principal_claim: "sub".into(),
             tenant_claim: None,
             scopes: Default::default(),
+            jwks_refetch_secs: 60,
         };
         assert_eq!(
             c.metadata_url(),
