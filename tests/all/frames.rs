@@ -3,11 +3,11 @@
 //! each hold exactly one opening and one closing frame whose body decodes back to the text.
 
 use serde_json::{json, Value};
-use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions, StopReason};
+use toolhost::agent::StopReason;
 use toolhost::contract::frame;
 use toolhost::{Code, Status, ToolResult};
 
-use crate::openai::{scripted, text, tool_calls, Reply};
+use crate::openai::{scripted_run, text, tool_calls, Reply};
 use crate::support::{guest, toml_path};
 
 /// Every delimiter of every rendering: the closing tag, a trusted-looking opening tag, quotes,
@@ -59,30 +59,17 @@ fn one_frame(message: &str) -> String {
 async fn agent_tool_messages_cannot_be_forged() {
     let greet = json!({ "name": HOSTILE }).to_string();
     let read = json!({ "path": format!("missing-{HOSTILE}") }).to_string();
-    let server = scripted(
-        vec![
-            Reply::Stream(tool_calls(
-                &[("c1", "greet", &greet), ("c2", "read_text", &read)],
-                7,
-                10,
-            )),
-            Reply::Stream(text("done", 5)),
-        ],
-        None,
-    )
-    .await;
+    let replies = vec![
+        Reply::Stream(tool_calls(
+            &[("c1", "greet", &greet), ("c2", "read_text", &read)],
+            7,
+            10,
+        )),
+        Reply::Stream(text("done", 5)),
+    ];
     let (_dir, path) = setup();
     let rt = crate::support::runtime(&path);
-    let provider = Provider::new(
-        agent::Endpoint::parse(&server.base_url()).unwrap(),
-        None,
-        ProviderOptions::default(),
-    )
-    .unwrap();
-    let config = AgentConfig::default();
-    let messages = agent::prompt_messages("greet", &config);
-    let ctx = rt.context("frames", "default");
-    let summary = agent::run_agent(&rt, &provider, "m", messages, &config, ctx).await;
+    let (summary, server) = scripted_run(&rt, replies, "frames", "default").await;
     assert_eq!(summary.stopped_by, StopReason::Finished, "{summary:?}");
     assert_eq!(summary.failures.get("tool_error"), Some(&1), "{summary:?}");
     let second = &server.requests()[1].body["messages"];

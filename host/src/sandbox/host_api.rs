@@ -59,7 +59,7 @@ impl Reports {
     }
 
     fn push(&mut self, report: Report) {
-        if self.kept.len() < MAX_REPORTS_PER_CALL {
+        if !self.is_full() {
             self.kept.push(report);
         } else {
             self.dropped += 1;
@@ -144,7 +144,7 @@ impl Reports {
         if let Some(sink) = &self.live.progress {
             sink.offer(GuestProgress { done, total });
         }
-        if self.kept.len() >= MAX_REPORTS_PER_CALL {
+        if self.is_full() {
             self.dropped += 1;
             return;
         }
@@ -157,7 +157,7 @@ impl Reports {
     }
 
     fn log(&mut self, level: Level, message: String) {
-        if self.kept.len() >= MAX_REPORTS_PER_CALL {
+        if self.is_full() {
             self.dropped += 1;
             return;
         }

@@ -15,19 +15,14 @@ use super::secrets::CallSecrets;
 /// of those starting at one place); `None` when nothing matched. Each pattern's next match is searched for once per match it makes,
 /// so the work is linear in `hay` for each pattern.
 pub(super) fn replace_all(hay: &[u8], pairs: &[(&[u8], &[u8])]) -> Option<Vec<u8>> {
-    replace_before(hay, pairs, hay.len())
-        .filter(|(_, _, any)| *any)
-        .map(|(out, _, _)| out)
+    let (out, _, any) = replace_before(hay, pairs, hay.len());
+    any.then_some(out)
 }
 
 /// Replace the matches of `pairs` in `hay` that start before `limit`: the text up to the end of
 /// the last such match or `limit` (whichever is later) with them replaced, how many bytes of
 /// `hay` that covers, and whether anything matched.
-fn replace_before(
-    hay: &[u8],
-    pairs: &[(&[u8], &[u8])],
-    limit: usize,
-) -> Option<(Vec<u8>, usize, bool)> {
+fn replace_before(hay: &[u8], pairs: &[(&[u8], &[u8])], limit: usize) -> (Vec<u8>, usize, bool) {
     let finders: Vec<memchr::memmem::Finder<'_>> = pairs
         .iter()
         .map(|(from, _)| memchr::memmem::Finder::new(from))
@@ -55,7 +50,7 @@ fn replace_before(
     }
     let end = pos.max(limit.min(hay.len()));
     out.extend_from_slice(&hay[pos..end]);
-    Some((out, end, any))
+    (out, end, any)
 }
 
 impl CallSecrets {
@@ -183,7 +178,7 @@ impl<B> RedactedBody<B> {
             return None;
         }
         let limit = self.tail.len() - keep;
-        let (out, used, _) = replace_before(&self.tail, &self.secrets.redactions(), limit)?;
+        let (out, used, _) = replace_before(&self.tail, &self.secrets.redactions(), limit);
         let _ = self.tail.split_to(used);
         Some(Bytes::from(out))
     }

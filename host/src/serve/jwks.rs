@@ -4,7 +4,6 @@
 //! one per token, and a key the issuer rotated in is found within one interval.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, JwkSet};
@@ -100,7 +99,6 @@ pub struct Jwks {
     set: std::sync::RwLock<JwkSet>,
     /// When the set was last loaded; held while a load runs, so loads never overlap.
     loaded: tokio::sync::Mutex<Instant>,
-    loads: AtomicU64,
 }
 
 impl Jwks {
@@ -112,12 +110,7 @@ impl Jwks {
             refetch,
             set: std::sync::RwLock::new(set),
             loaded: tokio::sync::Mutex::new(Instant::now()),
-            loads: AtomicU64::new(1),
         })
-    }
-
-    pub fn loads(&self) -> u64 {
-        self.loads.load(Ordering::Relaxed)
     }
 
     fn pick(&self, kid: Option<&str>) -> Option<Jwk> {
@@ -141,7 +134,6 @@ impl Jwks {
             return None;
         }
         *loaded = Instant::now();
-        self.loads.fetch_add(1, Ordering::Relaxed);
         if let Ok(set) = self.source.read().await {
             *self.set.write().unwrap_or_else(|e| e.into_inner()) = set;
         }

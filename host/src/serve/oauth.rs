@@ -217,11 +217,6 @@ impl ResourceServer {
         )
     }
 
-    /// How many times the JWKS was fetched or read (the first load included).
-    pub fn jwks_loads(&self) -> u64 {
-        self.keys.loads()
-    }
-
     /// The identity a valid access token stands for, and the scopes it grants (`scope`, space
     /// separated, or `scp`, a list).
     pub async fn authenticate(&self, token: &str) -> Result<(Identity, Vec<String>), TokenError> {
