@@ -261,13 +261,46 @@ fn runtimes() -> Vec<(String, Runtime, Option<tempfile::TempDir>)> {
         ));
         all.push((component.to_string(), runtime(&cfg), Some(dir)));
     }
+    let (dir, cfg) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\nrisk = \"read\"\n{CONSTRAINED}",
+        crate::support::own_data(),
+        toml_path(&guest("fs_tools"))
+    ));
+    all.push(("constrained fs-tools".to_string(), runtime(&cfg), Some(dir)));
     all
 }
 
+/// A policy whose constraints narrow what `alice` is offered: a prefix, two rules on one
+/// argument, a length and an exact value.
+const CONSTRAINED: &str = r#"
+[policy]
+[[policy.rule]]
+principals = ["alice"]
+effect = "allow"
+tools = ["read_text", "list_dir"]
+[[policy.rule.constraint]]
+argument = "path"
+prefix = "projects/{principal}/"
+[[policy.rule.constraint]]
+argument = "path"
+max_length = 200
+[[policy.rule]]
+principals = ["alice"]
+effect = "allow"
+tools = ["read_text"]
+[[policy.rule.constraint]]
+argument = "path"
+one_of = ["README.md", "{tenant}.md"]
+"#;
+
+/// The principal and tenant whose view of the tools is checked.
+const VIEWER: (&str, &str) = ("alice", "acme");
+
 fn problems(origin: &str, rt: &Runtime) -> Vec<String> {
     let mut out = Vec::new();
-    for tool in rt.registry().tools() {
-        let wire = serde_json::to_value(mcp_tool(tool)).unwrap();
+    for tool in rt.visible_tools(VIEWER.0, VIEWER.1) {
+        let offered = rt.offered_input_schema(VIEWER.0, VIEWER.1, tool);
+        let wire = serde_json::to_value(mcp_tool(tool, &offered)).unwrap();
         let name = wire["name"].as_str().unwrap().to_string();
         for key in ["inputSchema", "outputSchema"] {
             let s = &wire[key];
@@ -279,7 +312,7 @@ fn problems(origin: &str, rt: &Runtime) -> Vec<String> {
                 out.push(format!("{origin} {name} {key}: {p}"));
             }
         }
-        let provider = provider_schema(&tool.definition().input_schema);
+        let provider = provider_schema(&offered);
         for p in openai_strict_findings(&provider) {
             out.push(format!("{origin} {name} provider schema: {p}"));
         }
@@ -287,16 +320,24 @@ fn problems(origin: &str, rt: &Runtime) -> Vec<String> {
     out
 }
 
-/// Every advertised schema in the repository passes every rule above.
+/// Every advertised schema in the repository, as a caller a policy confines sees it too, passes
+/// every rule above.
 #[test]
 fn every_advertised_schema_is_portable() {
     let mut all = Vec::new();
     let mut tools = 0;
+    let mut narrowed = 0;
     for (origin, rt, _dir) in runtimes() {
-        tools += rt.registry().tools().count();
+        for tool in rt.visible_tools(VIEWER.0, VIEWER.1) {
+            tools += 1;
+            if *rt.offered_input_schema(VIEWER.0, VIEWER.1, tool) != tool.input_schema {
+                narrowed += 1;
+            }
+        }
         all.extend(problems(&origin, &rt));
     }
     assert!(tools >= 30, "only {tools} tools were checked");
+    assert_eq!(narrowed, 2, "read_text and list_dir are offered narrowed");
     assert!(
         all.is_empty(),
         "{} findings:\n{}",

@@ -67,8 +67,9 @@ fn anonymized(answer: &Value, name: &str, call: &str) -> String {
         .replace(call, "CALL")
 }
 
-/// Over HTTP, alice and mallory list different tools; mallory's call of a tool hidden from her
-/// answers exactly as her call of a tool that does not exist. Over stdio, the stdio user lists
+/// Over HTTP, alice and mallory list different tools, and mallory's `read_text` schema carries
+/// her prefix; mallory's call of a tool hidden from her answers exactly as her call of a tool
+/// that does not exist. Over stdio, the stdio user lists
 /// all but the one tool denied to it outright.
 #[test]
 fn two_callers_see_different_tools_over_both_transports() {
@@ -83,6 +84,22 @@ fn two_callers_see_different_tools_over_both_transports() {
     let all = names(&alice);
     assert!(all.contains(&"write_text".to_string()), "{all:?}");
     assert_eq!(names(&mallory), ["greet", "read_text"], "{mallory}");
+    // Mallory's `read_text` schema carries her prefix; alice's is the tool's own.
+    let accepts = |answer: &Value, path: &str| {
+        let tool = answer["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "read_text")
+            .unwrap();
+        jsonschema::draft202012::new(&tool["inputSchema"])
+            .unwrap()
+            .is_valid(&json!({ "path": path }))
+    };
+    assert!(accepts(&mallory, "mallory/notes.txt"));
+    assert!(!accepts(&mallory, "alice/notes.txt"), "{mallory}");
+    assert!(!accepts(&mallory, "mallorys/notes.txt"));
+    assert!(accepts(&alice, "alice/notes.txt") && accepts(&alice, "mallory/notes.txt"));
 
     let (_, hidden) = modern(
         &http.addr,
@@ -121,8 +138,9 @@ fn two_callers_see_different_tools_over_both_transports() {
     assert_eq!(own, expected);
 }
 
-/// The agent loop offers a model only the caller's tools; a hidden tool the model names anyway
-/// ends `unknown_tool` and is recorded, with the reason the operator reads.
+/// The agent loop offers a model only the caller's tools, with the caller's constraints in their
+/// schemas; a hidden tool the model names anyway ends `unknown_tool` and is recorded, with the
+/// reason the operator reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_offers_each_caller_its_tools_and_records_a_hidden_call() {
     use crate::openai::{scripted_run, text, tool_calls, Reply};
@@ -146,6 +164,15 @@ async fn the_agent_offers_each_caller_its_tools_and_records_a_hidden_call() {
             .collect();
         tools.sort();
         offered.push(tools);
+        let read_text = server.requests()[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == "read_text")
+            .unwrap()["function"]["parameters"]["properties"]["path"]
+            .clone();
+        let pattern = (who == "mallory").then_some("^mallory(/|$)");
+        assert_eq!(read_text["pattern"].as_str(), pattern, "{read_text}");
         let call = &rt.ledger().calls(Some(&run_id)).unwrap()[0];
         if who == "mallory" {
             assert_eq!(call.code, Some(Code::UnknownTool), "{call:?}");

@@ -44,7 +44,8 @@ pub struct Summary {
 }
 
 /// The tools as the endpoint sees them: those the run's caller may see
-/// ([`Runtime::visible_tools`]), so a model is never offered a tool it will be refused outright.
+/// ([`Runtime::visible_tools`]), so a model is never offered a tool it will be refused outright,
+/// each with the schema that caller is offered ([`Runtime::offered_input_schema`]).
 pub fn advertised_tools(runtime: &Runtime, principal: &str, tenant: &str) -> Vec<Value> {
     runtime
         .visible_tools(principal, tenant)
@@ -54,7 +55,7 @@ pub fn advertised_tools(runtime: &Runtime, principal: &str, tenant: &str) -> Vec
                 "function": {
                     "name": t.name.as_str(),
                     "description": t.description,
-                    "parameters": provider_schema(&t.input_schema),
+                    "parameters": provider_schema(&runtime.offered_input_schema(principal, tenant, t)),
                 }
             })
         })

@@ -59,7 +59,7 @@ enum Part {
 
 /// A constraint value with `{principal}` / `{tenant}` placeholders.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Template(Vec<Part>);
+pub(super) struct Template(Vec<Part>);
 
 impl Template {
     fn parse(s: &str, field: &str) -> Result<Template, PolicyError> {
@@ -100,7 +100,7 @@ impl Template {
 
     /// The text with the subject substituted. With `as_segment`, a substituted value must be one
     /// plain path segment (no `/`, `\`, NUL, and not empty, `.` or `..`).
-    fn render(&self, subject: &Subject, as_segment: bool) -> Result<String, String> {
+    pub(super) fn render(&self, subject: &Subject, as_segment: bool) -> Result<String, String> {
         let mut out = String::new();
         for part in &self.0 {
             let (name, value) = match part {
@@ -125,7 +125,7 @@ impl Template {
 
 /// Where the constrained value sits in the arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Argument {
+pub(super) enum Argument {
     /// A top-level argument name.
     Name(String),
     /// An RFC 6901 JSON pointer.
@@ -137,11 +137,11 @@ enum Argument {
 pub(crate) struct Constraint {
     /// How the reason names it: `constraint[0] on "path"`.
     label: String,
-    argument: Argument,
-    prefix: Option<Template>,
-    equals: Option<Template>,
-    one_of: Option<Vec<Template>>,
-    max_length: Option<usize>,
+    pub(super) argument: Argument,
+    pub(super) prefix: Option<Template>,
+    pub(super) equals: Option<Template>,
+    pub(super) one_of: Option<Vec<Template>>,
+    pub(super) max_length: Option<usize>,
 }
 
 impl Constraint {
@@ -324,7 +324,7 @@ pub(crate) fn path_segments(path: &str) -> Result<Vec<&str>, &'static str> {
 
 /// The segments of a prefix: [`path_segments`] after one trailing `/` (a directory); the empty
 /// prefix has none and covers every canonical path.
-fn prefix_segments(prefix: &str) -> Result<Vec<&str>, &'static str> {
+pub(super) fn prefix_segments(prefix: &str) -> Result<Vec<&str>, &'static str> {
     let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
     if prefix.is_empty() {
         return Ok(Vec::new());

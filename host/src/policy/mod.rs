@@ -53,6 +53,7 @@
 //!
 //! Longer than 500 lines: 303 of them are its unit tests, kept beside the code they test (the code is 366 lines).
 
+mod advertise;
 mod approval;
 mod canonical;
 mod config;
@@ -65,6 +66,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use advertise::narrowed;
 pub use approval::{
     digest, handle_binds_call, needs_approval, parse_handle, request, ApprovalFailure, ApprovalKey,
     ApprovalMode, ApprovalRequest, ApprovalSubject, APPROVAL_DOMAIN, CLOCK_SKEW_SECS,

@@ -101,7 +101,7 @@ pub(crate) struct Rule {
     /// The literal (glob-free) tool patterns, for [`super::Policy::check_tool_names`].
     pub(crate) literal_tools: Vec<(String, String)>,
     risks: Option<Vec<Risk>>,
-    constraints: Vec<Constraint>,
+    pub(super) constraints: Vec<Constraint>,
 }
 
 impl Rule {

@@ -207,6 +207,27 @@ impl Runtime {
             .filter(|t| self.policy.may_see(&subject, t.name.as_str(), t.risk))
     }
 
+    /// The input schema `tool` is shown to `principal` of `tenant` with: its own, narrowed by
+    /// the argument constraints of the rules that allow them ([`crate::policy::Policy::narrowing`]),
+    /// so a caller confined to `projects/alice/` is told so before it calls.
+    pub fn offered_input_schema<'a>(
+        &self,
+        principal: &str,
+        tenant: &str,
+        tool: &'a Tool,
+    ) -> std::borrow::Cow<'a, serde_json::Value> {
+        let subject = crate::policy::Subject::new(principal, tenant);
+        match self
+            .policy
+            .narrowing(&subject, tool.name.as_str(), tool.risk)
+        {
+            Some(narrowing) => {
+                std::borrow::Cow::Owned(crate::policy::narrowed(&tool.input_schema, &narrowing))
+            }
+            None => std::borrow::Cow::Borrowed(&tool.input_schema),
+        }
+    }
+
     /// Where host faults are recorded in detail.
     pub fn diagnostics(&self) -> &Diagnostics {
         &self.diagnostics

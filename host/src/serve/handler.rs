@@ -256,7 +256,12 @@ impl ServerHandler for Session {
         let runtime = &self.shared.runtime;
         let tools = runtime
             .visible_tools(&who.principal, &who.tenant)
-            .map(mcp_tool)
+            .map(|t| {
+                mcp_tool(
+                    t,
+                    &runtime.offered_input_schema(&who.principal, &who.tenant, t),
+                )
+            })
             .collect();
         let mut list = ListToolsResult::with_all_items(tools);
         if stateless::is_stateless(&cx) {

@@ -68,13 +68,14 @@ pub fn annotations(risk: Risk, networked: bool) -> Value {
     })
 }
 
-/// One tool as `tools/list` shows it.
-pub fn mcp_tool(tool: &HostTool) -> Tool {
+/// One tool as `tools/list` shows it, with the input schema its caller is offered
+/// (`Runtime::offered_input_schema`).
+pub fn mcp_tool(tool: &HostTool, input_schema: &Value) -> Tool {
     let def = tool.definition();
     let value = json!({
         "name": def.name,
         "description": def.description,
-        "inputSchema": def.input_schema,
+        "inputSchema": input_schema,
         "outputSchema": output_schema(&def.output_schema),
         "annotations": annotations(def.risk, tool.grant.has_network()),
     });
