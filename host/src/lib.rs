@@ -15,10 +15,10 @@
 //! - [`serve`]: MCP over stdio and Streamable HTTP; [`agent`]: the bounded model loop.
 //! - [`config`]: the file's sections and errors, `check-config`'s effective settings.
 //!
-//! The other modules — `registry`, `sandbox`, `policy`, `ledger`, `runtime`, `cli` — are the
-//! machinery behind those (layered as `docs/architecture.md` says). They are public so that the
-//! integration tests, the benchmarks and the fuzz targets can reach single stages, and hidden
-//! from the documentation: they are not a stable interface. So are the benchmark-only entry
+//! The other modules — `registry`, `sandbox`, `policy`, `ledger`, `runtime`, `telemetry`,
+//! `cli` — are the machinery behind those (layered as `docs/architecture.md` says). They are
+//! public so that the integration tests, the benchmarks and the fuzz targets can reach single
+//! stages, and hidden from the documentation: they are not a stable interface. So are the benchmark-only entry
 //! points (`Runtime::unrecorded_for_benchmarks`, `call_floor`, `benchmark_params`).
 
 pub mod agent;
@@ -38,6 +38,8 @@ pub mod registry;
 pub mod runtime;
 #[doc(hidden)]
 pub mod sandbox;
+#[doc(hidden)]
+pub mod telemetry;
 
 pub use config::Config;
 pub use contract::{Budgets, Code, Risk, RunContext, Status, ToolCall, ToolResult, Usage};

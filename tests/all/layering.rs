@@ -22,6 +22,7 @@ use crate::support::repo;
 /// Each top-level module and its layer (0 lowest).
 const LAYERS: &[(&str, u8)] = &[
     ("contract", 0),
+    ("telemetry", 0),
     ("sandbox", 1),
     ("ledger", 1),
     ("policy", 1),

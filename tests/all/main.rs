@@ -32,6 +32,7 @@ mod hostile;
 mod input_bounds;
 mod json_schema_suite;
 mod layering;
+mod logs;
 mod mcp;
 mod mcp_frames;
 mod mcp_logging;

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::endpoint::Endpoint;
 use super::redact::Redactor;
@@ -255,14 +256,24 @@ impl Provider {
         let deadline = tokio::time::Instant::from_std(deadline);
         loop {
             let started = Instant::now();
+            let span = tracing::debug_span!(
+                "model_request",
+                attempt = attempts.len() + 1,
+                outcome = tracing::field::Empty,
+            );
+            let attempt = self.attempt(bytes.clone()).instrument(span.clone());
             let result = tokio::select! {
-                r = tokio::time::timeout(self.options.request_timeout, self.attempt(bytes.clone())) => {
+                r = tokio::time::timeout(self.options.request_timeout, attempt) => {
                     r.unwrap_or(Err(ProviderError::Timeout))
                 }
                 _ = cancel.cancelled() => Err(ProviderError::Cancelled),
                 _ = tokio::time::sleep_until(deadline) => Err(ProviderError::Deadline),
             };
             let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            span.record(
+                "outcome",
+                result.as_ref().map_or_else(|e| e.code(), |_| "ok"),
+            );
             let (turn, raw) = match result {
                 Ok(done) => done,
                 Err(e) => {

@@ -53,6 +53,14 @@ const EXIT_NOT_COMPLETED: u8 = 1;
     about = "A WebAssembly sandboxed tool host for AI agents"
 )]
 pub struct Cli {
+    /// How log lines are written to stderr.
+    #[arg(long, global = true, value_enum, default_value_t = crate::telemetry::LogFormat::Human)]
+    pub log_format: crate::telemetry::LogFormat,
+    /// What is logged: a level (error, warn, info, debug, trace) or directives like
+    /// "info,toolhost::guest=debug"; overrides RUST_LOG. Default: RUST_LOG, else
+    /// "warn,toolhost=info,toolhost::guest=warn".
+    #[arg(long, global = true)]
+    pub log_level: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -274,8 +282,14 @@ pub struct Identity {
     run_id: Option<String>,
 }
 
-/// Run one command to its exit status: the whole of `toolhost` after argument parsing.
-pub fn run(command: Command) -> ExitCode {
+/// Run one command to its exit status, with logging installed first: the whole of `toolhost`
+/// after argument parsing.
+pub fn run(cli: Cli) -> ExitCode {
+    if let Err(e) = crate::telemetry::install(cli.log_format, cli.log_level.as_deref()) {
+        eprintln!("toolhost: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let command = cli.command;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

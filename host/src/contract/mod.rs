@@ -27,7 +27,7 @@ pub use hooks::{
     GuestProgress, LiveSinks, LogSink, ProgressSink, Sink,
 };
 pub use problem::{error_chain, ConfigProblem};
-pub use render::{json_terminal_safe, terminal_safe, DEFAULT_MODEL_MESSAGE_BYTES};
+pub use render::{json_terminal_safe, log_safe, terminal_safe, DEFAULT_MODEL_MESSAGE_BYTES};
 pub use risk::{ApprovalMode, Risk, TaskMode};
 
 /// A call proposed by a model: which tool, correlated by which id, with which arguments.

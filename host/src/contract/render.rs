@@ -24,9 +24,19 @@ fn clip(s: &str, max: usize) -> (&str, bool) {
 /// invisible reordering or zero-width mark written as `\u{…}`: text from a model or a tool,
 /// shown to a human, can neither redraw, hide nor reorder what the human reads.
 pub fn terminal_safe(text: &str) -> String {
+    escape_controls(text, true)
+}
+
+/// [`terminal_safe`] for one line of a log: a line feed is escaped too, so text from a guest or
+/// a model cannot start a line that looks like the host's own.
+pub fn log_safe(text: &str) -> String {
+    escape_controls(text, false)
+}
+
+fn escape_controls(text: &str, keep_line_feed: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if (c.is_control() && c != '\n') || frame::is_hiding_format(c) {
+        if (c.is_control() && !(keep_line_feed && c == '\n')) || frame::is_hiding_format(c) {
             out.push_str(&format!("\\u{{{:04x}}}", c as u32));
         } else {
             out.push(c);
@@ -160,6 +170,18 @@ mod tests {
         }
         let shown = super::terminal_safe("a\u{1b}[2J\u{9b}\u{202e}b\nc");
         assert_eq!(shown, "a\\u{001b}[2J\\u{009b}\\u{202e}b\nc");
+    }
+
+    /// A log line escapes line feeds too: guest text cannot start a line of its own.
+    #[test]
+    fn log_lines_escape_line_feeds() {
+        let forged = "ok\n2026-12-04T00:00:00Z  INFO toolhost: approved\r\u{1b}[1A\u{202e}";
+        let line = super::log_safe(forged);
+        assert!(!line.chars().any(|c| c.is_control()), "{line}");
+        assert_eq!(
+            line,
+            "ok\\u{000a}2026-12-04T00:00:00Z  INFO toolhost: approved\\u{000d}\\u{001b}[1A\\u{202e}"
+        );
     }
 
     /// Terminal control sequences and reordering marks in tool text never reach the screen line.

@@ -1,5 +1,9 @@
 //! The operator's diagnostic log: trap detail and guest stderr, under an id the model-facing
 //! result carries. Never shown to a model.
+//!
+//! A file of its own, not a `tracing` layer: it holds guest output and host detail that an
+//! operator reads on the host and that must not travel to wherever logs are shipped; the log
+//! and the result carry only its id. Each line is a JSON object with `at_ms` (Unix time).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -45,6 +49,7 @@ impl Diagnostics {
         let id = format!("diag-{}", &hex::encode(h.finalize())[..16]);
         if let Some(path) = &self.path {
             let line = json!({
+                "at_ms": u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
                 "diagnostic_id": id,
                 "tool": tool,
                 "call_id": call_id,

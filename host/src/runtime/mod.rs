@@ -16,6 +16,7 @@ mod owner;
 mod pipeline;
 mod reconcile;
 mod record;
+mod trace;
 mod validate;
 
 use wasmtime::component::Val;

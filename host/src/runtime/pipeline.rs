@@ -10,9 +10,11 @@ use crate::contract::{Decision, Risk, Stage};
 use crate::ledger::{CallKey, Held, Inline, Journal, OpenCall};
 use crate::policy::Subject;
 
+use tracing::Instrument;
+
 use super::limits::Refusal;
 use super::owner::{admission_digest, foreign};
-use super::{clip, Runtime};
+use super::{clip, trace, Runtime};
 use crate::registry::Tool;
 
 /// How soon a duplicate of a running call first checks whether the original has finished;
@@ -50,6 +52,22 @@ impl Runtime {
         if let Err(refusal) = check_call(ctx, call) {
             return refusal.result(call);
         }
+        let span = trace::call_span(ctx, call);
+        let result = self
+            .run_checked(ctx, call, approval_token)
+            .instrument(span.clone())
+            .await;
+        trace::finish(&span, &result);
+        result
+    }
+
+    /// [`run_call`](Self::run_call) after the bounds check, inside the call's span.
+    async fn run_checked(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        approval_token: Option<&str>,
+    ) -> ToolResult {
         let _in_flight = InFlight::enter(&self.in_flight);
         // 1. admit (before anything else looks at the call). A call that may ask a human is
         // admitted first, so that a duplicate cannot ask a second time; any other is admitted
@@ -59,14 +77,21 @@ impl Runtime {
             .visible_tool(&ctx.principal, &ctx.tenant, &call.name)
             .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));
         let opening = open_call(ctx, call, digest, size, late);
-        let mut journal = match self.ledger.open_call(opening, self.inline()).await {
+        let admitted = self
+            .ledger
+            .open_call(opening, self.inline())
+            .instrument(tracing::debug_span!("admit"))
+            .await;
+        let mut journal = match admitted {
             Ok(journal) => journal,
             Err(held) => return self.held(ctx, call, held).await,
         };
         let result = self
             .stages(ctx, call, &mut journal, approval_token, Some(args_size))
             .await;
-        self.record(ctx, call, journal, result).await
+        self.record(ctx, call, journal, result)
+            .instrument(tracing::debug_span!("record"))
+            .await
     }
 
     /// Record a call that ended before the pipeline could look at it — its arguments never
@@ -94,19 +119,25 @@ impl Runtime {
         if let Err(refusal) = check_call(ctx, call) {
             return refusal.result(call);
         }
-        let _in_flight = InFlight::enter(&self.in_flight);
-        let (digest, size, _) = admission_digest(ctx, call);
-        let opening = open_call(ctx, call, digest, size, false);
-        match self.ledger.open_call(opening, self.inline()).await {
-            Ok(mut journal) => {
-                let code = result.code.map_or("failed", |c| c.as_str());
-                journal.note(stage, code, super::clip(&result.message, 256));
-                self.record(ctx, call, journal, result).await
+        let span = trace::call_span(ctx, call);
+        let recorded = async {
+            let _in_flight = InFlight::enter(&self.in_flight);
+            let (digest, size, _) = admission_digest(ctx, call);
+            let opening = open_call(ctx, call, digest, size, false);
+            match self.ledger.open_call(opening, self.inline()).await {
+                Ok(mut journal) => {
+                    let code = result.code.map_or("failed", |c| c.as_str());
+                    journal.note(stage, code, super::clip(&result.message, 256));
+                    self.record(ctx, call, journal, result).await
+                }
+                // A refusal does not wait for the call it copies.
+                Err(Held::InFlight) => duplicate_call_id(call),
+                Err(held) => self.held(ctx, call, held).await,
             }
-            // A refusal does not wait for the call it copies.
-            Err(Held::InFlight) => duplicate_call_id(call),
-            Err(held) => self.held(ctx, call, held).await,
-        }
+        };
+        let result = recorded.instrument(span.clone()).await;
+        trace::finish(&span, &result);
+        result
     }
 
     /// The answer to a call whose id the ledger holds (or could not read).
@@ -165,7 +196,9 @@ impl Runtime {
     ) -> ToolResult {
         // 2. resolve, as the caller sees the tools: one the policy hides from it is answered
         // as no tool at all (the ledger says which, for the operator)
-        let Some(tool) = self.visible_tool(&ctx.principal, &ctx.tenant, &call.name) else {
+        let resolved = tracing::debug_span!("resolve")
+            .in_scope(|| self.visible_tool(&ctx.principal, &ctx.tenant, &call.name));
+        let Some(tool) = resolved else {
             let message = format!("there is no tool named {:?}", clip(&call.name, 64));
             let detail = match self.registry.get(&call.name) {
                 Some(_) => "hidden from this caller by policy",
@@ -175,7 +208,9 @@ impl Runtime {
             return end(journal, call, Stage::Resolve, code, detail, message);
         };
         // 3. validate: size cap, JSON Schema, then the exact WIT types
-        let params = match self.validate(tool, &call.arguments, args_size) {
+        let validated = tracing::debug_span!("validate")
+            .in_scope(|| self.validate(tool, &call.arguments, args_size));
+        let params = match validated {
             Ok(p) => p,
             Err(message) => {
                 let code = Code::InvalidArguments;
@@ -184,17 +219,29 @@ impl Runtime {
         };
         journal.keep_content(&call.arguments);
         // 4. authorize, with the trusted subject only
-        if let Err(refused) = self.authorize_call(ctx, call, tool, journal) {
+        let authorized = {
+            let _stage = tracing::debug_span!("authorize").entered();
+            self.authorize_call(ctx, call, tool, journal)
+        };
+        if let Err(refused) = authorized {
             return refused;
         }
         // 5. approve
         if crate::policy::needs_approval(tool.approval, tool.risk) {
-            if let Err(r) = self.approve(ctx, call, tool, approval_token, journal).await {
+            let approved = self
+                .approve(ctx, call, tool, approval_token, journal)
+                .instrument(tracing::debug_span!("approve"))
+                .await;
+            if let Err(r) = approved {
                 return *r;
             }
         }
         // 6. limit: the run's budgets, the principal's rate, a slot on this host, time left
-        let _slot = match self.limit(ctx, call, tool, journal) {
+        let limited = {
+            let _stage = tracing::debug_span!("limit").entered();
+            self.limit(ctx, call, tool, journal)
+        };
+        let _slot = match limited {
             Ok(slot) => slot,
             Err(refused) => return refused,
         };
@@ -206,9 +253,12 @@ impl Runtime {
         } else if let Err(held) = journal.start(self.inline()).await {
             return self.held(ctx, call, held).await;
         }
-        let exec = self.execute_in(ctx, &call.call_id, tool, &params).await;
+        let exec = self
+            .execute_in(ctx, &call.call_id, tool, &params)
+            .instrument(tracing::debug_span!("execute"))
+            .await;
         // 8. check
-        let result = self.check(call, tool, exec);
+        let result = tracing::debug_span!("check").in_scope(|| self.check(call, tool, exec));
         let decision = result
             .code
             .map_or(Decision::Completed.as_str(), |c| c.as_str());

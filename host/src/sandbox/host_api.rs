@@ -168,6 +168,7 @@ impl Reports {
             Level::Error => ("error", GuestLogLevel::Error),
         };
         let message = self.bounded(message);
+        guest_event(level, &message);
         // Only kept lines go live, so the live stream is bounded exactly as the record is.
         if let Some(sink) = &self.live.logs {
             sink.offer(GuestLog {
@@ -179,6 +180,19 @@ impl Reports {
             level: name,
             message,
         });
+    }
+}
+
+/// A kept guest log line as an event of the call's span (`telemetry::GUEST_TARGET`), escaped
+/// for one log line; formatted only when some subscriber shows that level.
+fn guest_event(level: Level, message: &str) {
+    use crate::contract::log_safe;
+    use crate::telemetry::GUEST_TARGET;
+    match level {
+        Level::Debug => tracing::debug!(target: GUEST_TARGET, "{}", log_safe(message)),
+        Level::Info => tracing::info!(target: GUEST_TARGET, "{}", log_safe(message)),
+        Level::Warn => tracing::warn!(target: GUEST_TARGET, "{}", log_safe(message)),
+        Level::Error => tracing::error!(target: GUEST_TARGET, "{}", log_safe(message)),
     }
 }
 

@@ -351,7 +351,7 @@ async fn blocking<T: Send + 'static>(
     match tokio::task::spawn_blocking(op).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => {
-            eprintln!("toolhost: a task's ledger operation failed: {e}");
+            tracing::error!(error = %e, "a task's ledger operation failed");
             Err(ErrorData::internal_error(
                 "the ledger is not available",
                 None,

@@ -23,7 +23,7 @@ for config in toolhost.toml tests/fixtures/adversarial.toml tests/mcp/inspect/ev
     findings="$(grep -cE '^(Error|Warning): tool' "$work/stderr" || true)"
     echo "inspect: $config: $tools tools, exit $status, $findings findings"
     if [ "$status" -ne 0 ] || [ "$findings" -ne 0 ] || [ "$tools" = "?" ]; then
-        grep -vE '^toolhost: MCP session' "$work/stderr" >&2 || true
+        grep -vE 'MCP session [^ ]+ started' "$work/stderr" >&2 || true
         failed=1
     fi
 done

@@ -1,0 +1,32 @@
+//! The spans of a call (`telemetry` lists them all): one `call` span, its fields bounded before
+//! it exists, and its outcome recorded when it ends.
+
+use tracing::field::Empty;
+use tracing::Span;
+
+use crate::contract::{log_safe, RunContext, ToolCall, ToolResult};
+
+/// The span of one call. Its fields were bounded by `contract::bounds` (the call was checked
+/// before), none is argument content, and the model-chosen ones are escaped for a log line
+/// (`contract::log_safe`); they are computed only when the span is enabled.
+pub(super) fn call_span(ctx: &RunContext, call: &ToolCall) -> Span {
+    tracing::debug_span!(
+        target: "toolhost::call",
+        "call",
+        call_id = %log_safe(&call.call_id),
+        run_id = %log_safe(&ctx.run_id),
+        tool = %log_safe(&call.name),
+        principal = %log_safe(&ctx.principal),
+        tenant = %log_safe(&ctx.tenant),
+        status = Empty,
+        code = Empty,
+    )
+}
+
+/// Record how the call ended on its span.
+pub(super) fn finish(span: &Span, result: &ToolResult) {
+    span.record("status", result.status.as_str());
+    if let Some(code) = result.code {
+        span.record("code", code.as_str());
+    }
+}
