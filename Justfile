@@ -33,11 +33,13 @@ build: build-guests
     @echo "just: building the host (debug; about 5 minutes the first time on 2 cores)"
     cargo build
 
-# The pinned MCP SDKs the MCP tests drive toolhost with: Python in .venv, TypeScript in
+# The pinned clients the MCP tests drive toolhost with (the MCP SDKs, the Prometheus parser):
+# Python in .venv (installed again when requirements.txt changed), TypeScript in
 # tests/mcp/ts/node_modules (npm ci again when the lock file changed).
 setup-mcp:
-    @.venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '2.3.0')" 2>/dev/null \
-        || (python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt)
+    @cmp -s tests/mcp/requirements.txt .venv/.installed-requirements.txt 2>/dev/null \
+        || (python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt \
+            && cp tests/mcp/requirements.txt .venv/.installed-requirements.txt)
     @cmp -s tests/mcp/ts/package-lock.json tests/mcp/ts/node_modules/.installed-lock.json 2>/dev/null \
         || (npm ci --prefix tests/mcp/ts --no-audit --no-fund --loglevel=error >/dev/null \
             && cp tests/mcp/ts/package-lock.json tests/mcp/ts/node_modules/.installed-lock.json)

@@ -39,6 +39,7 @@ mod mcp_logging;
 mod mcp_stateless;
 mod mcp_tasks;
 mod mcp_ts;
+mod metrics;
 mod multi_host;
 mod oauth;
 mod openai;

@@ -18,7 +18,7 @@ pub(crate) const TOKEN: &str = "test-token-5b0c2f7e";
 const SCENARIO_LIMIT: Duration = Duration::from_secs(180);
 
 /// The Python interpreter of the virtual environment `just test` prepares.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let p = repo().join(".venv/bin/python");
     assert!(
         p.is_file(),

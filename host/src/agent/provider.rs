@@ -270,10 +270,9 @@ impl Provider {
                 _ = tokio::time::sleep_until(deadline) => Err(ProviderError::Deadline),
             };
             let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            span.record(
-                "outcome",
-                result.as_ref().map_or_else(|e| e.code(), |_| "ok"),
-            );
+            let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
+            span.record("outcome", outcome);
+            crate::telemetry::metrics().model_request(outcome);
             let (turn, raw) = match result {
                 Ok(done) => done,
                 Err(e) => {

@@ -204,6 +204,9 @@ pub async fn run_agent(
             t.prompt = t.prompt.saturating_add(u.prompt);
             t.completion = t.completion.saturating_add(u.completion);
             t.total = t.total.saturating_add(u.total);
+            let m = crate::telemetry::metrics();
+            m.model_tokens("prompt", u.prompt);
+            m.model_tokens("completion", u.completion);
         }
         if turn.content.is_some() {
             st.summary.final_text = turn.content.clone();

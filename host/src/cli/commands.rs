@@ -138,9 +138,10 @@ pub(super) async fn run(command: Command) -> ExitCode {
         Command::Serve {
             source,
             http,
+            metrics,
             principal,
             tenant,
-        } => serve(&source, http, principal, tenant).await,
+        } => serve(&source, http, metrics, principal, tenant).await,
         Command::Agent {
             source,
             identity,

@@ -12,6 +12,7 @@ use crate::{EpochMode, Runtime};
 pub(super) async fn serve(
     source: &Source,
     http: Option<std::net::SocketAddr>,
+    metrics: Option<std::net::SocketAddr>,
     principal: Option<String>,
     tenant: Option<String>,
 ) -> ExitCode {
@@ -41,6 +42,24 @@ pub(super) async fn serve(
     warn(rt.registry());
     warn_descriptors(rt.sandbox().descriptors());
     let shared = crate::serve::Shared::new(std::sync::Arc::new(rt), config.serve.task_ttl_secs);
+    let ops_stop = tokio_util::sync::CancellationToken::new();
+    let _stop_ops = ops_stop.clone().drop_guard();
+    if let Some(addr) = metrics {
+        let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+        let ops = crate::serve::serve_ops(shared.runtime.clone(), addr, ops_stop, |a| {
+            let _ = bound_tx.send(a);
+        });
+        let ops = tokio::spawn(ops);
+        match bound_rx.await {
+            Ok(a) => eprintln!("toolhost: serving metrics on http://{a}/metrics"),
+            Err(_) => {
+                return match ops.await {
+                    Ok(Err(e)) => usage_error(&e),
+                    _ => ExitCode::FAILURE,
+                }
+            }
+        }
+    }
     let result = match http {
         None => crate::serve::serve_stdio(shared, &config.serve).await,
         Some(addr) => {

@@ -167,6 +167,11 @@ pub enum Command {
         /// Serve Streamable HTTP on this address (HOST:PORT, or a PORT on 127.0.0.1).
         #[arg(long, value_parser = parse_listen)]
         http: Option<std::net::SocketAddr>,
+        /// Serve /metrics (Prometheus text format), /healthz and /readyz on this address
+        /// (HOST:PORT, or a PORT on 127.0.0.1), without authentication: bind it where only
+        /// your monitoring reaches.
+        #[arg(long, value_parser = parse_listen)]
+        metrics: Option<std::net::SocketAddr>,
         /// The principal of stdio sessions (default: `[serve] principal`, else "local").
         #[arg(long)]
         principal: Option<String>,

@@ -16,6 +16,7 @@ use super::limits::Refusal;
 use super::owner::{admission_digest, foreign};
 use super::{clip, trace, Runtime};
 use crate::registry::Tool;
+use crate::telemetry::Laps;
 
 /// How soon a duplicate of a running call first checks whether the original has finished;
 /// each later check waits twice as long, up to [`IN_FLIGHT_POLL_MAX`].
@@ -53,11 +54,13 @@ impl Runtime {
             return refusal.result(call);
         }
         let span = trace::call_span(ctx, call);
+        let started = Instant::now();
         let result = self
             .run_checked(ctx, call, approval_token)
             .instrument(span.clone())
             .await;
         trace::finish(&span, &result);
+        trace::count(&self.registry, call, &result, started);
         result
     }
 
@@ -69,6 +72,7 @@ impl Runtime {
         approval_token: Option<&str>,
     ) -> ToolResult {
         let _in_flight = InFlight::enter(&self.in_flight);
+        let mut laps = Laps::start();
         // 1. admit (before anything else looks at the call). A call that may ask a human is
         // admitted first, so that a duplicate cannot ask a second time; any other is admitted
         // with its first commit (`ledger/journal.rs`).
@@ -82,16 +86,27 @@ impl Runtime {
             .open_call(opening, self.inline())
             .instrument(tracing::debug_span!("admit"))
             .await;
+        laps.lap("admit");
         let mut journal = match admitted {
             Ok(journal) => journal,
             Err(held) => return self.held(ctx, call, held).await,
         };
         let result = self
-            .stages(ctx, call, &mut journal, approval_token, Some(args_size))
+            .stages(
+                ctx,
+                call,
+                &mut journal,
+                &mut laps,
+                approval_token,
+                Some(args_size),
+            )
             .await;
-        self.record(ctx, call, journal, result)
+        let recorded = self
+            .record(ctx, call, journal, result)
             .instrument(tracing::debug_span!("record"))
-            .await
+            .await;
+        laps.lap("record");
+        recorded
     }
 
     /// Record a call that ended before the pipeline could look at it — its arguments never
@@ -135,8 +150,10 @@ impl Runtime {
                 Err(held) => self.held(ctx, call, held).await,
             }
         };
+        let started = Instant::now();
         let result = recorded.instrument(span.clone()).await;
         trace::finish(&span, &result);
+        trace::count(&self.registry, call, &result, started);
         result
     }
 
@@ -191,6 +208,7 @@ impl Runtime {
         ctx: &RunContext,
         call: &ToolCall,
         journal: &mut Journal<'_>,
+        laps: &mut Laps,
         approval_token: Option<&str>,
         args_size: Option<u64>,
     ) -> ToolResult {
@@ -198,6 +216,7 @@ impl Runtime {
         // as no tool at all (the ledger says which, for the operator)
         let resolved = tracing::debug_span!("resolve")
             .in_scope(|| self.visible_tool(&ctx.principal, &ctx.tenant, &call.name));
+        laps.lap("resolve");
         let Some(tool) = resolved else {
             let message = format!("there is no tool named {:?}", clip(&call.name, 64));
             let detail = match self.registry.get(&call.name) {
@@ -210,6 +229,7 @@ impl Runtime {
         // 3. validate: size cap, JSON Schema, then the exact WIT types
         let validated = tracing::debug_span!("validate")
             .in_scope(|| self.validate(tool, &call.arguments, args_size));
+        laps.lap("validate");
         let params = match validated {
             Ok(p) => p,
             Err(message) => {
@@ -223,6 +243,7 @@ impl Runtime {
             let _stage = tracing::debug_span!("authorize").entered();
             self.authorize_call(ctx, call, tool, journal)
         };
+        laps.lap("authorize");
         if let Err(refused) = authorized {
             return refused;
         }
@@ -232,6 +253,7 @@ impl Runtime {
                 .approve(ctx, call, tool, approval_token, journal)
                 .instrument(tracing::debug_span!("approve"))
                 .await;
+            laps.lap("approve");
             if let Err(r) = approved {
                 return *r;
             }
@@ -241,6 +263,7 @@ impl Runtime {
             let _stage = tracing::debug_span!("limit").entered();
             self.limit(ctx, call, tool, journal)
         };
+        laps.lap("limit");
         let _slot = match limited {
             Ok(slot) => slot,
             Err(refused) => return refused,
@@ -257,8 +280,10 @@ impl Runtime {
             .execute_in(ctx, &call.call_id, tool, &params)
             .instrument(tracing::debug_span!("execute"))
             .await;
+        laps.lap("execute");
         // 8. check
         let result = tracing::debug_span!("check").in_scope(|| self.check(call, tool, exec));
+        laps.lap("check");
         let decision = result
             .code
             .map_or(Decision::Completed.as_str(), |c| c.as_str());
@@ -370,6 +395,7 @@ struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
 impl<'a> InFlight<'a> {
     fn enter(count: &'a std::sync::atomic::AtomicUsize) -> InFlight<'a> {
         count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::telemetry::metrics().in_flight().inc();
         InFlight(count)
     }
 }
@@ -377,6 +403,7 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        crate::telemetry::metrics().in_flight().dec();
     }
 }
 

@@ -1,10 +1,14 @@
 //! The spans of a call (`telemetry` lists them all): one `call` span, its fields bounded before
-//! it exists, and its outcome recorded when it ends.
+//! it exists, and its outcome recorded when it ends; and the call counted in the metrics.
+
+use std::time::Instant;
 
 use tracing::field::Empty;
 use tracing::Span;
 
 use crate::contract::{log_safe, RunContext, ToolCall, ToolResult};
+use crate::registry::Registry;
+use crate::telemetry::CallEnd;
 
 /// The span of one call. Its fields were bounded by `contract::bounds` (the call was checked
 /// before), none is argument content, and the model-chosen ones are escaped for a log line
@@ -29,4 +33,18 @@ pub(super) fn finish(span: &Span, result: &ToolResult) {
     if let Some(code) = result.code {
         span.record("code", code.as_str());
     }
+}
+
+/// Count a call that ended in the process's metrics, under its tool's name when the registry has
+/// one (a name no tool has is never a label).
+pub(super) fn count(registry: &Registry, call: &ToolCall, result: &ToolResult, started: Instant) {
+    crate::telemetry::metrics().call_ended(CallEnd {
+        tool: registry.get(&call.name).map(|t| t.name.as_str()),
+        status: result.status.as_str(),
+        code: result.code.map_or("", |c| c.as_str()),
+        seconds: started.elapsed().as_secs_f64(),
+        fuel: result.usage.fuel_consumed,
+        memory_peak_bytes: result.usage.memory_peak_bytes,
+        output_bytes: result.usage.output_bytes,
+    });
 }

@@ -42,7 +42,9 @@ use super::ServeError;
 
 mod auth;
 mod door;
+mod ops;
 mod post;
+pub use ops::{serve_ops, MAX_OPS_CONNECTIONS};
 use post::{checked, Kind};
 
 /// The one path MCP is served on.
@@ -126,6 +128,7 @@ pub async fn serve_http(
         rmcp_config,
     );
     let gate = Arc::new(Gate {
+        runtime: shared.runtime.clone(),
         config: config.clone(),
         oauth,
         door: door::Door::new(
@@ -256,6 +259,7 @@ impl AcceptBackoff {
 
 /// Authentication and session ownership in front of the MCP service.
 struct Gate {
+    runtime: Arc<crate::Runtime>,
     config: ServeConfig,
     oauth: Option<ResourceServer>,
     door: Arc<door::Door>,
@@ -271,6 +275,9 @@ type Body = BoxBody<Bytes, Infallible>;
 
 impl Gate {
     async fn handle(&self, mut req: Request<Incoming>, admission: &Admission) -> Response<Body> {
+        if let Some(r) = ops::answer(req.uri().path(), &self.runtime, false).await {
+            return r;
+        }
         if let Some(o) = self
             .oauth
             .as_ref()

@@ -113,4 +113,4 @@ pub async fn serve_stdio(shared: Shared, config: &ServeConfig) -> Result<(), Ser
     Ok(())
 }
 
-pub use http::serve_http;
+pub use http::{serve_http, serve_ops, MAX_OPS_CONNECTIONS};

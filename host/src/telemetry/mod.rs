@@ -1,4 +1,5 @@
-//! What the host tells its operator about itself: logs and spans through `tracing`.
+//! What the host tells its operator about itself: logs and spans through `tracing`, and the
+//! metrics `/metrics` shows (`metrics.rs`).
 //!
 //! Library code never prints: it emits `tracing` events and spans, and the command line
 //! installs the one subscriber ([`install`]) that writes them to stderr, human-readable or as
@@ -27,8 +28,10 @@
 //! they are shown from `warn` up.
 
 mod logs;
+mod metrics;
 
 pub use logs::{install, LogFormat, TelemetryError, DEFAULT_FILTER};
+pub use metrics::{metrics, CallEnd, Laps, Metrics, CONTENT_TYPE, UNKNOWN_TOOL};
 
 /// The target of guest log lines: a filter can name it (`toolhost::guest=debug`).
 pub const GUEST_TARGET: &str = "toolhost::guest";

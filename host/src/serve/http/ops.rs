@@ -1,0 +1,214 @@
+//! The operator's endpoints: `/healthz` (the process answers), `/readyz` (the ledger answers a
+//! read and the tools are loaded) and `/metrics` (`telemetry::Metrics`, text format).
+//!
+//! `/healthz` and `/readyz` are also served on the MCP listener without authentication, for a
+//! load balancer's checks; they tell nothing but a status. `/metrics` is served only on the
+//! listener `serve --metrics ADDR` opens, never on the MCP port: its series name every tool,
+//! and a caller of the MCP port may not learn the tools the policy hides from it.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::{Body, HEADER_READ_TIMEOUT};
+use crate::serve::ServeError;
+use crate::Runtime;
+
+/// Connections the metrics listener serves at once; more wait in the backlog. A scraper needs
+/// one; the bound keeps a flood of connections from holding tasks and descriptors.
+pub const MAX_OPS_CONNECTIONS: usize = 8;
+
+/// The run id `/readyz` reads from the ledger: no call is ever recorded under it.
+const READY_PROBE_RUN: &str = "toolhost-readyz-probe";
+
+/// The answer for an operator path, or `None` when `path` is not one. `metrics` says whether
+/// `/metrics` is served here.
+pub(super) async fn answer(
+    path: &str,
+    runtime: &Arc<Runtime>,
+    metrics: bool,
+) -> Option<Response<Body>> {
+    match path {
+        "/healthz" => Some(text(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            "ok\n".into(),
+        )),
+        "/readyz" => Some(ready(runtime).await),
+        "/metrics" if metrics => Some(text(
+            StatusCode::OK,
+            crate::telemetry::CONTENT_TYPE,
+            crate::telemetry::metrics().encode(),
+        )),
+        _ => None,
+    }
+}
+
+/// How long one ledger probe answers `/readyz`: unauthenticated requests on the MCP port reach
+/// it, so a flood of them costs the ledger at most one read per this interval.
+pub const READY_PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The last ledger probe and when it ran; one probe runs at a time, and others wait for it.
+struct ReadyProbe {
+    last: tokio::sync::Mutex<Option<(tokio::time::Instant, bool)>>,
+}
+
+impl ReadyProbe {
+    const fn new() -> ReadyProbe {
+        ReadyProbe {
+            last: tokio::sync::Mutex::const_new(None),
+        }
+    }
+
+    /// The answer of a probe younger than [`READY_PROBE_INTERVAL`], else of `probe` run now on
+    /// the blocking pool.
+    async fn ledger_ok(&self, probe: impl FnOnce() -> bool + Send + 'static) -> bool {
+        let mut last = self.last.lock().await;
+        match *last {
+            Some((at, ok)) if at.elapsed() < READY_PROBE_INTERVAL => ok,
+            _ => {
+                let ok = tokio::task::spawn_blocking(probe).await.unwrap_or(false);
+                *last = Some((tokio::time::Instant::now(), ok));
+                ok
+            }
+        }
+    }
+}
+
+/// 200 when the ledger answers a read and at least one tool is loaded, else 503 naming which.
+async fn ready(runtime: &Arc<Runtime>) -> Response<Body> {
+    static PROBE: ReadyProbe = ReadyProbe::new();
+    let rt = runtime.clone();
+    let ledger = PROBE
+        .ledger_ok(move || {
+            // A call never admitted is the expected answer: the read went through.
+            match rt.ledger().outcome(READY_PROBE_RUN, READY_PROBE_RUN) {
+                Ok(_) | Err(crate::ledger::LedgerError::UnknownCall { .. }) => true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "not ready: the ledger did not answer a read");
+                    false
+                }
+            }
+        })
+        .await;
+    let tools = runtime.registry().tools().count();
+    let body = serde_json::json!({ "ledger": ledger, "tools": tools }).to_string();
+    let status = if ledger && tools > 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    text(status, "application/json", body)
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    r
+}
+
+/// Serve `/metrics`, `/healthz` and `/readyz` on `addr` until `shutdown`; `on_bound` gets the
+/// bound address.
+pub async fn serve_ops(
+    runtime: Arc<Runtime>,
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    on_bound: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| ServeError::Bind(addr, e))?;
+    on_bound(
+        listener
+            .local_addr()
+            .map_err(|e| ServeError::Bind(addr, e))?,
+    );
+    let slots = Arc::new(Semaphore::new(MAX_OPS_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p.map_err(|_| ServeError::Closed)?,
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        let stream = tokio::select! {
+            a = listener.accept() => match a {
+                Ok((s, _)) => s,
+                Err(_) => {
+                    // Out of descriptors, or a reset connection: try again shortly.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        let runtime = runtime.clone();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let runtime = runtime.clone();
+                async move {
+                    let found = answer(req.uri().path(), &runtime, true).await;
+                    Ok::<_, Infallible>(found.unwrap_or_else(|| {
+                        super::plain(
+                            StatusCode::NOT_FOUND,
+                            "not found; this listener serves /metrics, /healthz and /readyz",
+                        )
+                    }))
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// However often `/readyz` is asked, the ledger is read at most once per interval.
+    #[tokio::test(start_paused = true)]
+    async fn the_ledger_is_probed_once_per_interval() {
+        let probe = ReadyProbe::new();
+        let reads = Arc::new(AtomicUsize::new(0));
+        let ask = || {
+            let reads = reads.clone();
+            move || {
+                reads.fetch_add(1, Ordering::SeqCst);
+                true
+            }
+        };
+        for _ in 0..100 {
+            assert!(probe.ledger_ok(ask()).await);
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+        tokio::time::advance(READY_PROBE_INTERVAL).await;
+        for _ in 0..100 {
+            probe.ledger_ok(ask()).await;
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 2);
+    }
+}

@@ -1,0 +1,260 @@
+//! The host's metrics, one set per process, in the Prometheus text format (`/metrics`).
+//!
+//! Labels are only ever tool names the registry holds (a name no tool has is counted as
+//! [`UNKNOWN_TOOL`]), stage names, wire names of statuses and codes, and outcome codes: nothing
+//! a guest, a model or a client writes becomes a label, so no caller can grow the set of series.
+//! Recording is a few atomic additions per call, always on.
+
+use std::sync::OnceLock;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// The `tool` label of a call whose name no tool has.
+pub const UNKNOWN_TOOL: &str = "(unknown)";
+
+/// The content type of [`Metrics::encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: String,
+    status: &'static str,
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    stage: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Seconds from 50 µs to about 13 s (a call that ends in admission to one at a long deadline).
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 4.0, 10))
+}
+
+/// Bytes from 64 KiB to 4 GiB (a guest's linear memory).
+fn memory() -> Histogram {
+    Histogram::new(exponential_buckets(65_536.0, 4.0, 9))
+}
+
+/// Writes per group commit, 1 to 256.
+fn group() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 9))
+}
+
+/// How one call ended, for [`Metrics::call_ended`].
+#[derive(Debug, Clone, Copy)]
+pub struct CallEnd<'a> {
+    /// The tool's name when the registry has it; `None` counts as [`UNKNOWN_TOOL`].
+    pub tool: Option<&'a str>,
+    pub status: &'static str,
+    /// The failure code's wire name, `""` for none.
+    pub code: &'static str,
+    pub seconds: f64,
+    pub fuel: u64,
+    pub memory_peak_bytes: u64,
+    pub output_bytes: u64,
+}
+
+/// Every metric the host keeps.
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    call_seconds: Histograms<ToolLabels>,
+    stage_seconds: Histograms<StageLabels>,
+    fuel: Family<ToolLabels, Counter>,
+    memory_peak: Histograms<ToolLabels>,
+    output_bytes: Family<ToolLabels, Counter>,
+    in_flight: Gauge,
+    commit_seconds: Histogram,
+    group_size: Histogram,
+    model_requests: Family<OutcomeLabels, Counter>,
+    model_tokens: Family<KindLabels, Counter>,
+}
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let m = Metrics {
+            registry: Registry::with_prefix("toolhost"),
+            calls: Family::default(),
+            call_seconds: Family::new_with_constructor(seconds),
+            stage_seconds: Family::new_with_constructor(seconds),
+            fuel: Family::default(),
+            memory_peak: Family::new_with_constructor(memory),
+            output_bytes: Family::default(),
+            in_flight: Gauge::default(),
+            commit_seconds: seconds(),
+            group_size: group(),
+            model_requests: Family::default(),
+            model_tokens: Family::default(),
+        };
+        let mut registry = m.registry;
+        let r = &mut registry;
+        r.register(
+            "calls",
+            "Calls by tool, status and failure code",
+            m.calls.clone(),
+        );
+        r.register(
+            "call_seconds",
+            "Whole-call latency by tool, admission to recorded outcome",
+            m.call_seconds.clone(),
+        );
+        r.register(
+            "stage_seconds",
+            "Latency of each pipeline stage",
+            m.stage_seconds.clone(),
+        );
+        r.register("fuel", "Fuel guests burned, by tool", m.fuel.clone());
+        r.register(
+            "memory_peak_bytes",
+            "Largest linear memory of each call, by tool",
+            m.memory_peak.clone(),
+        );
+        r.register(
+            "output_bytes",
+            "Bytes guests produced, by tool",
+            m.output_bytes.clone(),
+        );
+        r.register(
+            "calls_in_flight",
+            "Calls in the pipeline now",
+            m.in_flight.clone(),
+        );
+        r.register(
+            "ledger_commit_seconds",
+            "Latency of one ledger group commit",
+            m.commit_seconds.clone(),
+        );
+        r.register(
+            "ledger_group_writes",
+            "Writes per ledger group commit",
+            m.group_size.clone(),
+        );
+        r.register(
+            "model_requests",
+            "Attempts of agent-loop model requests, by outcome",
+            m.model_requests.clone(),
+        );
+        r.register(
+            "model_tokens",
+            "Tokens the model endpoint reported, by kind",
+            m.model_tokens.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Count one call that ended.
+    pub fn call_ended(&self, end: CallEnd<'_>) {
+        let tool = end.tool.unwrap_or(UNKNOWN_TOOL).to_string();
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: tool.clone(),
+                status: end.status,
+                code: end.code,
+            })
+            .inc();
+        let by_tool = ToolLabels { tool };
+        self.call_seconds
+            .get_or_create(&by_tool)
+            .observe(end.seconds);
+        if end.tool.is_some() && end.fuel > 0 {
+            self.fuel.get_or_create(&by_tool).inc_by(end.fuel);
+            self.output_bytes
+                .get_or_create(&by_tool)
+                .inc_by(end.output_bytes);
+            self.memory_peak
+                .get_or_create(&by_tool)
+                .observe(end.memory_peak_bytes as f64);
+        }
+    }
+
+    /// One pipeline stage took `seconds`.
+    pub fn stage(&self, stage: &'static str, seconds: f64) {
+        self.stage_seconds
+            .get_or_create(&StageLabels { stage })
+            .observe(seconds);
+    }
+
+    /// Calls in the pipeline now (incremented and decremented by the runtime).
+    pub fn in_flight(&self) -> &Gauge {
+        &self.in_flight
+    }
+
+    /// One ledger group commit of `writes` writes took `seconds`.
+    pub fn commit(&self, seconds: f64, writes: usize) {
+        self.commit_seconds.observe(seconds);
+        self.group_size.observe(writes as f64);
+    }
+
+    /// One attempt of a model request ended with `outcome` (`ok` or a failure code).
+    pub fn model_request(&self, outcome: &'static str) {
+        self.model_requests
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// The model endpoint reported `n` tokens of `kind` (`prompt`, `completion`).
+    pub fn model_tokens(&self, kind: &'static str, n: u64) {
+        self.model_tokens
+            .get_or_create(&KindLabels { kind })
+            .inc_by(n);
+    }
+
+    /// The text exposition ([`CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String does not fail");
+        out
+    }
+}
+
+/// Times the stages of one call: each [`lap`](Laps::lap) records the time since the previous
+/// one (or the start) under a stage's name.
+pub struct Laps {
+    last: std::time::Instant,
+}
+
+impl Laps {
+    pub fn start() -> Laps {
+        Laps {
+            last: std::time::Instant::now(),
+        }
+    }
+
+    /// The stage `stage` ended now.
+    pub fn lap(&mut self, stage: &'static str) {
+        let now = std::time::Instant::now();
+        metrics().stage(stage, (now - self.last).as_secs_f64());
+        self.last = now;
+    }
+}

@@ -1,0 +1,213 @@
+//! The operator's endpoints of `toolhost serve`: `/metrics` read by the official Prometheus
+//! client's OpenMetrics parser (`tests/mcp/metrics.py`), its counters moving with real calls
+//! and labelled only with names the host chose; `/healthz` and `/readyz` on both listeners, and
+//! `/metrics` never on the MCP port.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::mcp_stateless::{call, modern};
+use crate::support::{guest, line_reader, own_data, repo, temp_config, toml_path};
+
+/// A server with its MCP and metrics addresses; killed when dropped.
+struct Server {
+    child: Child,
+    mcp: String,
+    ops: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(config: &std::path::Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = line_reader(child.stderr.take().unwrap());
+    let (mut mcp, mut ops) = (None, None);
+    let until = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < until && (mcp.is_none() || ops.is_none()) {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            let addr = |marker: &str, tail: &str| {
+                line.split(marker)
+                    .nth(1)
+                    .map(|a| a.trim().trim_end_matches(tail).to_string())
+            };
+            mcp = mcp.or_else(|| addr("serving MCP on http://", "/mcp"));
+            ops = ops.or_else(|| addr("serving metrics on http://", "/metrics"));
+        }
+    }
+    Server {
+        child,
+        mcp: mcp.expect("the MCP address is announced"),
+        ops: ops.expect("the metrics address is announced"),
+    }
+}
+
+/// One GET: the status, the content type and the body.
+fn get(addr: &str, path: &str) -> (u16, String, String) {
+    let mut sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        sock,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    sock.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (status, content_type, body.to_string())
+}
+
+/// Every sample of a scrape, as the Prometheus parser read it.
+fn scrape(ops: &str) -> Vec<Value> {
+    let out = Command::new(crate::mcp::python())
+        .arg(repo().join("tests/mcp/metrics.py"))
+        .arg(format!("http://{ops}/metrics"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        parsed["content_type"]
+            .as_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text"),
+        "{parsed}"
+    );
+    parsed["samples"].as_array().unwrap().clone()
+}
+
+/// The value of sample `name` with exactly these labels (0 when absent).
+fn value(samples: &[Value], name: &str, labels: Value) -> f64 {
+    samples
+        .iter()
+        .find(|s| s["name"] == name && s["labels"] == labels)
+        .map_or(0.0, |s| s["value"].as_f64().unwrap())
+}
+
+/// `/metrics` parses, and its counters move with real calls: two completed `greet` calls, one
+/// refused by its schema, one to a name no tool has (counted as `(unknown)`, its name never a
+/// label); latency by call and by stage, fuel and output per tool, in-flight back to zero,
+/// ledger group commits. `/healthz` and `/readyz` answer on both listeners; `/metrics` is not
+/// served on the MCP port.
+#[test]
+fn metrics_move_with_calls_and_health_is_served() {
+    let (_dir, cfg) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n",
+        own_data(),
+        toml_path(&guest("template"))
+    ));
+    let server = start(&cfg);
+    let before = scrape(&server.ops);
+    let greet = json!({"tool": "greet", "status": "completed", "code": ""});
+    assert_eq!(value(&before, "toolhost_calls_total", greet.clone()), 0.0);
+
+    let forged = "forged_total{x=\"1\"} 9";
+    for (i, (name, args)) in [
+        ("greet", json!({"name": "a"})),
+        ("greet", json!({"name": "b"})),
+        ("greet", json!({"name": 7})),
+        (forged, json!({})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, _) = modern(
+            &server.mcp,
+            "none",
+            &call(i as u64, name, args, &format!("m{i}")),
+        );
+        assert_eq!(status, 200);
+    }
+
+    let after = scrape(&server.ops);
+    assert_eq!(value(&after, "toolhost_calls_total", greet), 2.0);
+    let refused = json!({"tool": "greet", "status": "failed", "code": "invalid_arguments"});
+    assert_eq!(value(&after, "toolhost_calls_total", refused), 1.0);
+    let unknown = json!({"tool": "(unknown)", "status": "failed", "code": "unknown_tool"});
+    assert_eq!(value(&after, "toolhost_calls_total", unknown), 1.0);
+    for s in &after {
+        let text = s.to_string();
+        assert!(
+            !text.contains("forged"),
+            "a caller's text became a series: {text}"
+        );
+    }
+    let by_tool = json!({"tool": "greet"});
+    assert_eq!(
+        value(&after, "toolhost_call_seconds_count", by_tool.clone()),
+        3.0
+    );
+    assert!(value(&after, "toolhost_fuel_total", by_tool.clone()) > 0.0);
+    assert!(value(&after, "toolhost_output_bytes_total", by_tool.clone()) > 0.0);
+    assert_eq!(
+        value(&after, "toolhost_memory_peak_bytes_count", by_tool),
+        2.0
+    );
+    // Every call is admitted, resolved and recorded; three are validated; two run.
+    for (stage, n) in [
+        ("admit", 4.0),
+        ("resolve", 4.0),
+        ("validate", 3.0),
+        ("authorize", 2.0),
+        ("execute", 2.0),
+        ("record", 4.0),
+    ] {
+        let count = value(
+            &after,
+            "toolhost_stage_seconds_count",
+            json!({"stage": stage}),
+        );
+        assert_eq!(count, n, "{stage}");
+    }
+    assert_eq!(value(&after, "toolhost_calls_in_flight", json!({})), 0.0);
+    assert!(value(&after, "toolhost_ledger_commit_seconds_count", json!({})) >= 4.0);
+
+    for addr in [&server.ops, &server.mcp] {
+        assert_eq!(get(addr, "/healthz").0, 200);
+        let (status, content_type, body) = get(addr, "/readyz");
+        assert_eq!(
+            (status, content_type.as_str()),
+            (200, "application/json"),
+            "{body}"
+        );
+        let ready: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(ready, json!({"ledger": true, "tools": 1}));
+    }
+    assert_eq!(get(&server.mcp, "/metrics").0, 404);
+}
