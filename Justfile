@@ -116,11 +116,14 @@ agent-demo: build
         --prompt "How many kilometres are 3 miles?"
 
 # Benchmarks (release): the per-call floor, the pipeline over it, throughput, MCP, cold start,
-# memory. Writes target/bench/report.json and report.md. (`just test` runs a smoke pass.)
+# memory. Writes target/bench/report.json and report.md (`just test` runs a smoke pass); then the
+# pipeline with the command line's subscriber, telemetry off and on (OTLP, every span).
 bench: build-bench-guest
     cargo bench -p toolhost --bench bench --no-run
     TOOLHOST="{{justfile_directory()}}/target/release/toolhost" bash guest-tools/polyglot/build.sh
     cargo bench -p toolhost --bench bench
+    TOOLHOST_BENCH_PROFILE=telemetry_off cargo bench -p toolhost --bench bench
+    TOOLHOST_BENCH_PROFILE=telemetry_on cargo bench -p toolhost --bench bench
 
 # Print the example tools' definitions.
 tools: build

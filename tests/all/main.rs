@@ -43,6 +43,7 @@ mod metrics;
 mod multi_host;
 mod oauth;
 mod openai;
+mod otlp;
 mod pg_restart;
 mod pg_tls;
 mod pipeline;

@@ -36,6 +36,8 @@ pub enum Reply {
 #[derive(Debug, Clone)]
 pub struct Seen {
     pub authorization: Option<String>,
+    /// The W3C `traceparent` header, when the host exports spans.
+    pub traceparent: Option<String>,
     pub body: Value,
     /// Which accepted connection (0, 1, …) the request came on.
     pub connection: usize,
@@ -156,6 +158,7 @@ async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<Seen> {
     Some(Seen {
         connection: 0,
         authorization: header("authorization"),
+        traceparent: header("traceparent"),
         body,
     })
 }

@@ -14,6 +14,7 @@
 //! - `stateless`: MCP 2026-07-28 over HTTP, one host and three behind HAProxy.
 //! - `profile`: `TOOLHOST_BENCH_PROFILE` workloads; `idle`: calls after a sleep.
 //! - `polyglot`: the Python and JavaScript example tools.
+//! - `telemetry`: the subscriber for `TOOLHOST_BENCH_PROFILE=telemetry_off|telemetry_on`.
 //! - `floor_server`, `sqlite_floor`: the floors of the front doors and of the ledger — the
 //!   same rmcp and transports answering without the pipeline; the same SQL on a bare connection.
 
@@ -28,6 +29,7 @@ mod setup;
 mod sqlite_floor;
 mod stateless;
 mod stats;
+mod telemetry;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,6 +83,9 @@ fn main() {
         return;
     }
     if let Ok(what) = std::env::var("TOOLHOST_BENCH_PROFILE") {
+        if what.starts_with("telemetry_") {
+            telemetry::install_for(&what);
+        }
         profile::profile(&what);
         return;
     }

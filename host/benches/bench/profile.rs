@@ -14,7 +14,7 @@ use crate::{
     throughput,
 };
 
-/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_write|realistic|throughput_64|postgres|…`: run only that
+/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_write|realistic|throughput_64|postgres|telemetry_on|…`: run only that
 /// workload, long enough for `perf record` (no report).
 pub fn profile(what: &str) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -122,6 +122,15 @@ pub fn profile(what: &str) {
                     );
                     println!("sqlite_floor (write: {write}) median {:.1} µs", f.median);
                 }
+            }
+            "telemetry_off" | "telemetry_on" => {
+                let args = json!({"a": 40, "b": 2});
+                let v = pipeline_samples(&runtime, "add", &args, 30_000, "p").await;
+                let f = Figure::of("", "µs", &v, "");
+                println!(
+                    "pipeline with {what}: median {:.1} µs, p99 {:.1} µs",
+                    f.median, f.p99
+                );
             }
             _ => {
                 pipeline_samples(&runtime, "add", &json!({"a": 40, "b": 2}), 30_000, "p").await;

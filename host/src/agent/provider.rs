@@ -339,6 +339,10 @@ impl Provider {
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
+        // The endpoint may continue the trace (W3C trace context), when spans are exported.
+        if let Some(parent) = crate::telemetry::traceparent() {
+            req = req.header("traceparent", parent);
+        }
         // No separate bound on the response head: a server may send it only after generating
         // (non-streamed) or after reading a long prompt; the attempt's own timeout applies.
         let mut resp = req.send().await.map_err(transport_error)?;

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use super::guards::{AgentConfig, StopReason};
 use super::provider::{Failed, Provider, ProviderError};
@@ -99,8 +100,29 @@ fn end_run(
 }
 
 /// Run the loop to a stop. `ctx` carries the run id, identity, cancellation (Ctrl-C) and the
-/// approver, if any; its budgets are set from `config` here.
+/// approver, if any; its budgets are set from `config` here. The run is one `agent_run` span,
+/// the parent of its model requests and its calls.
 pub async fn run_agent(
+    runtime: &Runtime,
+    provider: &Provider,
+    model: &str,
+    messages: Vec<Value>,
+    config: &AgentConfig,
+    ctx: RunContext,
+) -> Summary {
+    use crate::contract::log_safe;
+    let span = tracing::debug_span!(
+        "agent_run",
+        run_id = %log_safe(&ctx.run_id),
+        principal = %log_safe(&ctx.principal),
+        tenant = %log_safe(&ctx.tenant),
+    );
+    drive(runtime, provider, model, messages, config, ctx)
+        .instrument(span)
+        .await
+}
+
+async fn drive(
     runtime: &Runtime,
     provider: &Provider,
     model: &str,

@@ -290,7 +290,10 @@ pub struct Identity {
 /// Run one command to its exit status, with logging installed first: the whole of `toolhost`
 /// after argument parsing.
 pub fn run(cli: Cli) -> ExitCode {
-    if let Err(e) = crate::telemetry::install(cli.log_format, cli.log_level.as_deref()) {
+    let endpoint = cli.command.telemetry().endpoint();
+    let installed =
+        crate::telemetry::install(cli.log_format, cli.log_level.as_deref(), endpoint.as_ref());
+    if let Err(e) = installed {
         eprintln!("toolhost: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
@@ -305,7 +308,42 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(commands::run(command))
+    let code = rt.block_on(commands::run(command));
+    crate::telemetry::shutdown();
+    code
+}
+
+impl Command {
+    /// The `[telemetry]` section of the command's config, read before logging starts (the
+    /// exporter is part of the subscriber). A config that does not read gives the default
+    /// here; the command itself reports why it does not.
+    fn telemetry(&self) -> crate::telemetry::TelemetryConfig {
+        #[derive(serde::Deserialize)]
+        struct Only {
+            #[serde(default)]
+            telemetry: crate::telemetry::TelemetryConfig,
+        }
+        let source = match self {
+            Command::Tools { source }
+            | Command::Call { source, .. }
+            | Command::Approve { source, .. }
+            | Command::Ledger { source, .. }
+            | Command::Reconcile { source, .. }
+            | Command::Serve { source, .. }
+            | Command::Agent { source, .. }
+            | Command::Batch { source, .. } => source,
+            _ => return Default::default(),
+        };
+        if source.component.is_some() {
+            return Default::default();
+        }
+        std::fs::read_to_string(&source.config)
+            .ok()
+            .and_then(|text| toml::from_str::<Only>(&text).ok())
+            .map(|o| o.telemetry)
+            .filter(|t| t.check().is_ok())
+            .unwrap_or_default()
+    }
 }
 
 /// `--http`: HOST:PORT, or a bare PORT on 127.0.0.1.

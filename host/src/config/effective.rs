@@ -123,6 +123,14 @@ impl Config {
                 })),
             },
             "agent": self.agent,
+            "telemetry": {
+                "otlp_endpoint": self.telemetry.otlp_endpoint,
+                "exported": match self.telemetry.endpoint() {
+                    Some(crate::telemetry::Endpoint::Configured(e)) => Some(format!("{}/v1/traces", e.trim_end_matches('/'))),
+                    Some(crate::telemetry::Endpoint::Environment) => Some("OTEL_EXPORTER_OTLP_ENDPOINT".to_string()),
+                    None => None,
+                },
+            },
             "component": components,
             "tools": tools,
         })

@@ -70,6 +70,9 @@ pub struct Config {
     /// Bounds of `toolhost agent` runs.
     #[serde(default)]
     pub agent: AgentConfig,
+    /// Where spans are exported (OTLP); read again before logging starts (`telemetry_of`).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetryConfig,
     /// The components to load.
     #[serde(default, rename = "component")]
     pub components: Vec<ComponentConfig>,
@@ -200,6 +203,9 @@ impl Config {
         self.serve.validate(&mut p);
         self.caller_directory_problems(&mut p);
         self.agent.validate(&mut p);
+        if let Err(message) = self.telemetry.check() {
+            p.push(ConfigProblem::new("telemetry.otlp_endpoint", message));
+        }
         for (i, c) in self.components.iter().enumerate() {
             c.limits.validate(&format!("component[{i}].limits"), &mut p);
             for (export, t) in &c.tools {

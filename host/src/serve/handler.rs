@@ -282,6 +282,12 @@ impl ServerHandler for Session {
             method = "tools/call",
             id = %crate::contract::log_safe(&call_id(&cx.id)),
         );
+        // A caller's W3C trace context in `_meta` (the request's, else the message's).
+        let metas = [request.meta.as_deref(), Some(&*cx.meta)];
+        let field = |key: &str| metas.iter().flatten().find_map(|m| m.get(key)?.as_str());
+        if let Some(parent) = field("traceparent") {
+            crate::telemetry::continue_trace(&span, parent, field("tracestate"));
+        }
         self.answer_call(request, cx).instrument(span).await
     }
 }

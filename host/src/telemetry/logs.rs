@@ -4,7 +4,14 @@
 use std::io::IsTerminal;
 
 use tracing_subscriber::fmt::format::FmtSpan;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use super::otlp::Endpoint;
+
+/// What is exported over OTLP: every span and event of toolhost's own, guest lines included.
+const EXPORTED: &str = "toolhost=debug";
 
 /// What is shown when neither `--log-level` nor `RUST_LOG` says: toolhost's own events from
 /// `info` (startup, sessions, warnings), guest log lines from `warn`, other crates' from `warn`.
@@ -34,12 +41,20 @@ pub enum TelemetryError {
     /// A subscriber is already installed in this process.
     #[error("logging is already set up in this process")]
     AlreadyInstalled,
+    /// The OTLP exporter could not be built.
+    #[error("the OTLP exporter cannot start: {0}")]
+    Otlp(String),
 }
 
 /// Install the process's subscriber: `level` (`--log-level`) wins over `RUST_LOG`, which wins
 /// over [`DEFAULT_FILTER`]. At `debug` and below, each span's closing is logged too, with its
-/// busy and idle time.
-pub fn install(format: LogFormat, level: Option<&str>) -> Result<(), TelemetryError> {
+/// busy and idle time. With `otlp`, toolhost's spans are also exported (`otlp.rs`), whatever the
+/// log level.
+pub fn install(
+    format: LogFormat,
+    level: Option<&str>,
+    otlp: Option<&Endpoint>,
+) -> Result<(), TelemetryError> {
     let env = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty());
@@ -59,19 +74,28 @@ pub fn install(format: LogFormat, level: Option<&str>) -> Result<(), TelemetryEr
         Some(max) if max >= tracing::level_filters::LevelFilter::DEBUG => FmtSpan::CLOSE,
         _ => FmtSpan::NONE,
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_span_events(spans);
-    let installed = match format {
-        LogFormat::Human => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        LogFormat::Json => builder
+    let fmt = match format {
+        LogFormat::Human => fmt.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        LogFormat::Json => fmt
             .json()
             .with_current_span(true)
             .with_span_list(true)
-            .try_init(),
+            .boxed(),
     };
-    installed.map_err(|_| TelemetryError::AlreadyInstalled)
+    let export = match otlp {
+        Some(endpoint) => Some(
+            tracing_opentelemetry::layer()
+                .with_tracer(super::otlp::tracer(endpoint)?)
+                .with_filter(EnvFilter::new(EXPORTED)),
+        ),
+        None => None,
+    };
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(export)
+        .try_init()
+        .map_err(|_| TelemetryError::AlreadyInstalled)
 }

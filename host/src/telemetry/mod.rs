@@ -1,5 +1,5 @@
-//! What the host tells its operator about itself: logs and spans through `tracing`, and the
-//! metrics `/metrics` shows (`metrics.rs`).
+//! What the host tells its operator about itself: logs and spans through `tracing`, the
+//! metrics `/metrics` shows (`metrics.rs`), and spans exported over OTLP (`otlp.rs`).
 //!
 //! Library code never prints: it emits `tracing` events and spans, and the command line
 //! installs the one subscriber ([`install`]) that writes them to stderr, human-readable or as
@@ -17,6 +17,8 @@
 //!   `execute`, `check`, `record`;
 //! - `mcp_request` per `tools/list` and `tools/call` (`method`, the JSON-RPC `id`), the parent
 //!   of the call's span;
+//! - `agent_run` per agent run (`run_id`, `principal`, `tenant`), the parent of its model
+//!   requests and calls;
 //! - `model_request` per attempt of a request the agent loop sends its model endpoint
 //!   (`attempt`, from 1, and `outcome`: `ok` or the failure's code).
 //!
@@ -29,9 +31,13 @@
 
 mod logs;
 mod metrics;
+mod otlp;
 
 pub use logs::{install, LogFormat, TelemetryError, DEFAULT_FILTER};
 pub use metrics::{metrics, CallEnd, Laps, Metrics, CONTENT_TYPE, UNKNOWN_TOOL};
+pub use otlp::{
+    continue_trace, shutdown, traceparent, Endpoint, TelemetryConfig, MAX_TRACE_HEADER_BYTES,
+};
 
 /// The target of guest log lines: a filter can name it (`toolhost::guest=debug`).
 pub const GUEST_TARGET: &str = "toolhost::guest";
