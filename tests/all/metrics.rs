@@ -211,3 +211,83 @@ fn metrics_move_with_calls_and_health_is_served() {
     }
     assert_eq!(get(&server.mcp, "/metrics").0, 404);
 }
+
+/// `toolhost agent --metrics`: while the run waits on its second model request, `/metrics`
+/// counts the first request, the tokens the endpoint reported for it (10: 5 prompt, 5
+/// completion) and the call it proposed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_run_serves_its_model_metrics() {
+    use crate::openai::{scripted, text, tool_calls, Reply};
+    let server = scripted(
+        vec![
+            Reply::Stream(tool_calls(&[("c1", "greet", r#"{"name":"a"}"#)], 4, 10)),
+            Reply::Delay(
+                Duration::from_secs(120),
+                Box::new(Reply::Stream(text("done", 5))),
+            ),
+        ],
+        None,
+    )
+    .await;
+    let (_dir, cfg) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n",
+        own_data(),
+        toml_path(&guest("template"))
+    ));
+    let base = server.base_url();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args([
+            "agent",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--base-url",
+            &base,
+        ])
+        .args([
+            "--model",
+            "m",
+            "--prompt",
+            "greet a",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = line_reader(child.stderr.take().unwrap());
+    let samples = tokio::task::spawn_blocking(move || {
+        let ops = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(120))
+                .expect("the metrics address is announced");
+            if let Some(a) = line.split("serving metrics on http://").nth(1) {
+                break a.trim().trim_end_matches("/metrics").to_string();
+            }
+        };
+        let greet = json!({"tool": "greet", "status": "completed", "code": ""});
+        for _ in 0..300 {
+            let samples = scrape(&ops);
+            if value(&samples, "toolhost_calls_total", greet.clone()) == 1.0 {
+                return samples;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the run's call was never counted");
+    })
+    .await
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let ok = json!({"outcome": "ok"});
+    assert_eq!(value(&samples, "toolhost_model_requests_total", ok), 1.0);
+    for kind in ["prompt", "completion"] {
+        let n = value(
+            &samples,
+            "toolhost_model_tokens_total",
+            json!({"kind": kind}),
+        );
+        assert_eq!(n, 5.0, "{kind}");
+    }
+}

@@ -42,24 +42,10 @@ pub(super) async fn serve(
     warn(rt.registry());
     warn_descriptors(rt.sandbox().descriptors());
     let shared = crate::serve::Shared::new(std::sync::Arc::new(rt), config.serve.task_ttl_secs);
-    let ops_stop = tokio_util::sync::CancellationToken::new();
-    let _stop_ops = ops_stop.clone().drop_guard();
-    if let Some(addr) = metrics {
-        let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-        let ops = crate::serve::serve_ops(shared.runtime.clone(), addr, ops_stop, |a| {
-            let _ = bound_tx.send(a);
-        });
-        let ops = tokio::spawn(ops);
-        match bound_rx.await {
-            Ok(a) => eprintln!("toolhost: serving metrics on http://{a}/metrics"),
-            Err(_) => {
-                return match ops.await {
-                    Ok(Err(e)) => usage_error(&e),
-                    _ => ExitCode::FAILURE,
-                }
-            }
-        }
-    }
+    let _ops = match start_ops(&shared.runtime, metrics).await {
+        Ok(guard) => guard,
+        Err(code) => return code,
+    };
     let result = match http {
         None => crate::serve::serve_stdio(shared, &config.serve).await,
         Some(addr) => {
@@ -80,6 +66,33 @@ pub(super) async fn serve(
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => usage_error(&e),
+    }
+}
+
+/// Open the `--metrics ADDR` listener (`/metrics`, `/healthz`, `/readyz`), if asked for; it
+/// stops when the returned guard drops. A bind that fails ends the command.
+async fn start_ops(
+    runtime: &Arc<Runtime>,
+    addr: Option<std::net::SocketAddr>,
+) -> Result<Option<tokio_util::sync::DropGuard>, ExitCode> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let ops = crate::serve::serve_ops(runtime.clone(), addr, stop.clone(), |a| {
+        let _ = bound_tx.send(a);
+    });
+    let ops = tokio::spawn(ops);
+    match bound_rx.await {
+        Ok(a) => {
+            eprintln!("toolhost: serving metrics on http://{a}/metrics");
+            Ok(Some(stop.drop_guard()))
+        }
+        Err(_) => Err(match ops.await {
+            Ok(Err(e)) => usage_error(&e),
+            _ => ExitCode::FAILURE,
+        }),
     }
 }
 
@@ -162,10 +175,14 @@ pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentA
         (None, None) => unreachable!("clap requires --prompt or --messages"),
     };
     let rt = match Runtime::from_loaded(&config, EpochMode::Ticker) {
-        Ok(rt) => rt,
+        Ok(rt) => Arc::new(rt),
         Err(e) => return usage_error(&e),
     };
     warn(rt.registry());
+    let _ops = match start_ops(&rt, args.metrics).await {
+        Ok(guard) => guard,
+        Err(code) => return code,
+    };
     if let Some(t) = &args.terminal_tool {
         if rt.registry().get(t).is_none() {
             eprintln!("toolhost: --terminal-tool {t:?} is not a configured tool");

@@ -207,6 +207,10 @@ pub struct AgentArgs {
     /// The endpoint's base URL, as OpenAI clients take it (e.g. http://127.0.0.1:8080/v1).
     #[arg(long)]
     base_url: String,
+    /// Serve /metrics (model requests, tokens, calls), /healthz and /readyz on this address
+    /// while the run lasts, as `serve --metrics` does.
+    #[arg(long, value_parser = parse_listen)]
+    metrics: Option<std::net::SocketAddr>,
     /// The model name to request.
     #[arg(long)]
     model: String,

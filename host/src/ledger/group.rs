@@ -240,11 +240,13 @@ impl Shared {
     /// unwinding through the caller or the writer with the `busy` flag set.
     fn apply(&self, writes: &[Write]) -> Vec<Answer> {
         let mut backend = self.backend.lock().unwrap_or_else(|e| e.into_inner());
-        let started = std::time::Instant::now();
+        let started = crate::telemetry::metrics_enabled().then(std::time::Instant::now);
         let applied =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.apply(writes)))
                 .unwrap_or_else(|_| Err(LedgerError::Commit("the ledger backend failed".into())));
-        crate::telemetry::metrics().commit(started.elapsed().as_secs_f64(), writes.len());
+        if let Some(started) = started {
+            crate::telemetry::metrics().commit(started.elapsed().as_secs_f64(), writes.len());
+        }
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.stats
             .writes

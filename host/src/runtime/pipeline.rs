@@ -395,7 +395,7 @@ struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
 impl<'a> InFlight<'a> {
     fn enter(count: &'a std::sync::atomic::AtomicUsize) -> InFlight<'a> {
         count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        crate::telemetry::metrics().in_flight().inc();
+        crate::telemetry::metrics().call_entered();
         InFlight(count)
     }
 }
@@ -403,7 +403,7 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        crate::telemetry::metrics().in_flight().dec();
+        crate::telemetry::metrics().call_left();
     }
 }
 

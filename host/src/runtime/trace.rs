@@ -38,6 +38,9 @@ pub(super) fn finish(span: &Span, result: &ToolResult) {
 /// Count a call that ended in the process's metrics, under its tool's name when the registry has
 /// one (a name no tool has is never a label).
 pub(super) fn count(registry: &Registry, call: &ToolCall, result: &ToolResult, started: Instant) {
+    if !crate::telemetry::metrics_enabled() {
+        return;
+    }
     crate::telemetry::metrics().call_ended(CallEnd {
         tool: registry.get(&call.name).map(|t| t.name.as_str()),
         status: result.status.as_str(),

@@ -3,8 +3,12 @@
 //! Labels are only ever tool names the registry holds (a name no tool has is counted as
 //! [`UNKNOWN_TOOL`]), stage names, wire names of statuses and codes, and outcome codes: nothing
 //! a guest, a model or a client writes becomes a label, so no caller can grow the set of series.
-//! Recording is a few atomic additions per call, always on.
+//! Recording is off until something will read it ([`enable`]: `serve --metrics`, `agent
+//! --metrics`): until then each place that records costs one relaxed load, so a host nobody
+//! scrapes pays nothing for metrics.
+//!
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -94,7 +98,19 @@ pub struct Metrics {
     model_tokens: Family<KindLabels, Counter>,
 }
 
-/// The process's metrics.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Start recording (once something serves `/metrics`); there is no way back.
+pub fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// Whether metrics are recorded.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The process's metrics. Recording methods do nothing until [`enable`].
 pub fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(Metrics::new)
@@ -174,6 +190,9 @@ impl Metrics {
 
     /// Count one call that ended.
     pub fn call_ended(&self, end: CallEnd<'_>) {
+        if !enabled() {
+            return;
+        }
         let tool = end.tool.unwrap_or(UNKNOWN_TOOL).to_string();
         self.calls
             .get_or_create(&CallLabels {
@@ -199,24 +218,38 @@ impl Metrics {
 
     /// One pipeline stage took `seconds`.
     pub fn stage(&self, stage: &'static str, seconds: f64) {
+        if !enabled() {
+            return;
+        }
         self.stage_seconds
             .get_or_create(&StageLabels { stage })
             .observe(seconds);
     }
 
-    /// Calls in the pipeline now (incremented and decremented by the runtime).
-    pub fn in_flight(&self) -> &Gauge {
-        &self.in_flight
+    /// One more call in the pipeline (always counted: a gauge must pair its changes).
+    pub fn call_entered(&self) {
+        self.in_flight.inc();
+    }
+
+    /// One call fewer in the pipeline.
+    pub fn call_left(&self) {
+        self.in_flight.dec();
     }
 
     /// One ledger group commit of `writes` writes took `seconds`.
     pub fn commit(&self, seconds: f64, writes: usize) {
+        if !enabled() {
+            return;
+        }
         self.commit_seconds.observe(seconds);
         self.group_size.observe(writes as f64);
     }
 
     /// One attempt of a model request ended with `outcome` (`ok` or a failure code).
     pub fn model_request(&self, outcome: &'static str) {
+        if !enabled() {
+            return;
+        }
         self.model_requests
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
@@ -224,6 +257,9 @@ impl Metrics {
 
     /// The model endpoint reported `n` tokens of `kind` (`prompt`, `completion`).
     pub fn model_tokens(&self, kind: &'static str, n: u64) {
+        if !enabled() {
+            return;
+        }
         self.model_tokens
             .get_or_create(&KindLabels { kind })
             .inc_by(n);
@@ -239,22 +275,24 @@ impl Metrics {
 }
 
 /// Times the stages of one call: each [`lap`](Laps::lap) records the time since the previous
-/// one (or the start) under a stage's name.
+/// one (or the start) under a stage's name. Reads no clock while metrics are off.
 pub struct Laps {
-    last: std::time::Instant,
+    last: Option<std::time::Instant>,
 }
 
 impl Laps {
     pub fn start() -> Laps {
         Laps {
-            last: std::time::Instant::now(),
+            last: enabled().then(std::time::Instant::now),
         }
     }
 
     /// The stage `stage` ended now.
     pub fn lap(&mut self, stage: &'static str) {
-        let now = std::time::Instant::now();
-        metrics().stage(stage, (now - self.last).as_secs_f64());
-        self.last = now;
+        if let Some(last) = self.last {
+            let now = std::time::Instant::now();
+            metrics().stage(stage, (now - last).as_secs_f64());
+            self.last = Some(now);
+        }
     }
 }

@@ -34,7 +34,10 @@ mod metrics;
 mod otlp;
 
 pub use logs::{install, LogFormat, TelemetryError, DEFAULT_FILTER};
-pub use metrics::{metrics, CallEnd, Laps, Metrics, CONTENT_TYPE, UNKNOWN_TOOL};
+pub use metrics::{
+    enable as enable_metrics, enabled as metrics_enabled, metrics, CallEnd, Laps, Metrics,
+    CONTENT_TYPE, UNKNOWN_TOOL,
+};
 pub use otlp::{
     continue_trace, shutdown, traceparent, Endpoint, TelemetryConfig, MAX_TRACE_HEADER_BYTES,
 };

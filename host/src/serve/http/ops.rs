@@ -132,6 +132,7 @@ pub async fn serve_ops(
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| ServeError::Bind(addr, e))?;
+    crate::telemetry::enable_metrics();
     on_bound(
         listener
             .local_addr()
