@@ -3,15 +3,13 @@
 //! and labelled only with names the host chose; `/healthz` and `/readyz` on both listeners, and
 //! `/metrics` never on the MCP port.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::mcp_stateless::{call, modern};
-use crate::support::{guest, line_reader, own_data, repo, temp_config, toml_path};
+use crate::support::{guest, http_get, line_reader, own_data, repo, temp_config, toml_path};
 
 /// A server with its MCP and metrics addresses; killed when dropped.
 struct Server {
@@ -62,31 +60,6 @@ fn start(config: &std::path::Path) -> Server {
         mcp: mcp.expect("the MCP address is announced"),
         ops: ops.expect("the metrics address is announced"),
     }
-}
-
-/// One GET: the status, the content type and the body.
-fn get(addr: &str, path: &str) -> (u16, String, String) {
-    let mut sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        sock,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    sock.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let content_type = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-type")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_default();
-    (status, content_type, body.to_string())
 }
 
 /// Every sample of a scrape, as the Prometheus parser read it.
@@ -199,8 +172,8 @@ fn metrics_move_with_calls_and_health_is_served() {
     assert!(value(&after, "toolhost_ledger_commit_seconds_count", json!({})) >= 4.0);
 
     for addr in [&server.ops, &server.mcp] {
-        assert_eq!(get(addr, "/healthz").0, 200);
-        let (status, content_type, body) = get(addr, "/readyz");
+        assert_eq!(http_get(addr, "/healthz").0, 200);
+        let (status, content_type, body) = http_get(addr, "/readyz");
         assert_eq!(
             (status, content_type.as_str()),
             (200, "application/json"),
@@ -209,7 +182,7 @@ fn metrics_move_with_calls_and_health_is_served() {
         let ready: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(ready, json!({"ledger": true, "tools": 1}));
     }
-    assert_eq!(get(&server.mcp, "/metrics").0, 404);
+    assert_eq!(http_get(&server.mcp, "/metrics").0, 404);
 }
 
 /// `toolhost agent --metrics`: while the run waits on its second model request, `/metrics`

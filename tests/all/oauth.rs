@@ -5,8 +5,6 @@
 //! clients; every broken one gets 401 with a `WWW-Authenticate` that points at the metadata
 //! document; a flood of forged `kid`s does not make the host fetch the JWKS again.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -102,19 +100,8 @@ fn whoami(addr: &str, token: Option<&str>) -> (u16, Option<String>, String) {
 
 /// GET `path`: status and body.
 fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        sock,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    sock.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
+    let (status, _, body) = crate::support::http_get(addr, path);
+    (status, body)
 }
 
 /// A valid token calls as its `sub` and `org`; the metadata document names the issuer; a

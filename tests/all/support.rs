@@ -272,3 +272,30 @@ pub fn template_config() -> (tempfile::TempDir, PathBuf) {
     std::fs::write(&path, text).unwrap();
     (dir, path)
 }
+
+/// One HTTP/1.1 GET of `path` on `addr` (loopback): the status, the content type (empty when
+/// none) and the body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        sock,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    sock.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (status, content_type, body.to_string())
+}

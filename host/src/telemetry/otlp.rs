@@ -4,7 +4,9 @@
 //! subscriber gets an OpenTelemetry layer: every span of target `toolhost` at `debug` and above
 //! becomes an OTLP span (HTTP/protobuf to `<endpoint>/v1/traces`, batched on the exporter's own
 //! thread, every span sampled unless a remote parent was not), and events inside a span (guest
-//! log lines among them) become its span events. Nothing is exported otherwise.
+//! log lines among them) become its span events. Nothing is exported otherwise. A call never
+//! waits on the collector: spans queue for the exporter's thread (2,048 at most; more are
+//! dropped), and one export gives up after [`EXPORT_TIMEOUT`].
 //!
 //! Trace context: [`traceparent`] gives the current span's `traceparent` header for an outgoing
 //! request (the agent loop's model requests); [`continue_trace`] makes a span the child of a
@@ -27,6 +29,11 @@ use super::TelemetryError;
 /// Longest `traceparent` or `tracestate` taken from a caller (W3C: 55 and 512 characters);
 /// longer ones are ignored before any parsing.
 pub const MAX_TRACE_HEADER_BYTES: usize = 1024;
+
+/// Longest one export may take. Exports run on the exporter's own thread, so no call waits on
+/// the collector; this bounds how long a command's exit waits for the last batch when the
+/// collector does not answer.
+pub const EXPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The `[telemetry]` section.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,7 +86,9 @@ static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
 /// Build the exporter for `endpoint` and the tracer the subscriber's layer uses.
 pub(super) fn tracer(endpoint: &Endpoint) -> Result<Tracer, TelemetryError> {
-    let builder = opentelemetry_otlp::SpanExporter::builder().with_http();
+    let builder = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_timeout(EXPORT_TIMEOUT);
     let builder = match endpoint {
         Endpoint::Configured(base) => {
             builder.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')))
