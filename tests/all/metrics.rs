@@ -183,6 +183,27 @@ fn metrics_move_with_calls_and_health_is_served() {
         assert_eq!(ready, json!({"ledger": true, "tools": 1}));
     }
     assert_eq!(http_get(&server.mcp, "/metrics").0, 404);
+
+    // One request per connection: the operator listener closes it even when the client would
+    // keep it alive, so an idle client holds none of its few slots. (Kept alive, it would be
+    // closed only by the 10 s header timeout, after this read gives up.)
+    use std::io::{Read, Write};
+    let mut sock = std::net::TcpStream::connect(&server.ops).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        sock,
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n",
+        server.ops
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    sock.read_to_end(&mut raw)
+        .expect("the listener closes the connection after one answer");
+    assert!(
+        raw.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
 }
 
 /// `toolhost agent --metrics`: while the run waits on its second model request, `/metrics`

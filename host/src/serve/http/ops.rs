@@ -25,10 +25,13 @@ use crate::serve::ServeError;
 use crate::Runtime;
 
 /// Connections the metrics listener serves at once; more wait in the backlog. A scraper needs
-/// one; the bound keeps a flood of connections from holding tasks and descriptors.
+/// one; the bound keeps a flood of connections from holding tasks and descriptors. Each
+/// connection answers one request and closes (no keep-alive), so an idle client cannot keep a
+/// slot; the header read is bounded by `HEADER_READ_TIMEOUT`.
 pub const MAX_OPS_CONNECTIONS: usize = 8;
 
-/// The run id `/readyz` reads from the ledger: no call is ever recorded under it.
+/// The run and call id `/readyz` reads from the ledger: any answer but an error (a recorded
+/// call, or none) means the ledger is reachable.
 const READY_PROBE_RUN: &str = "toolhost-readyz-probe";
 
 /// The answer for an operator path, or `None` when `path` is not one. `metrics` says whether
@@ -174,6 +177,7 @@ pub async fn serve_ops(
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
+                .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {
