@@ -2,26 +2,16 @@
 //! call's span and its stage spans with the call's identity and never its arguments, guest log
 //! lines inside the call's span and bounded as the kept reports are, and a quiet default.
 
-use std::process::{Command, Output};
-
 use serde_json::{json, Value};
 
-use crate::support::{guest, own_data, temp_config, toml_path};
+use crate::support::{guest, own_data, temp_config, toml_path, toolhost};
 
 /// Argument content that must never reach a log line.
 const ARGUMENT_MARK: &str = "argmark-5d41402abc4b2a76";
 
-fn toolhost(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolhost"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
 /// Every stderr line parsed as JSON (a line that is not JSON fails the test).
-fn json_lines(stderr: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stderr)
+fn json_lines(stderr: &str) -> Vec<Value> {
+    stderr
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect()
@@ -64,8 +54,8 @@ fn a_call_logs_its_span_stages_and_guest_lines_as_json() {
         "greet",
         &args,
     ]);
-    assert!(out.status.success(), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let stderr = &out.stderr;
     assert!(
         !stderr.contains(ARGUMENT_MARK),
         "argument content in the log"
@@ -135,7 +125,7 @@ fn a_flooding_guest_cannot_flood_the_host_log() {
         "log_spam",
         "{}",
     ]);
-    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.status, 0, "{}", out.stderr);
     let lines = json_lines(&out.stderr);
     let guest: Vec<&Value> = lines
         .iter()
@@ -168,12 +158,12 @@ fn the_default_is_quiet_and_a_bad_filter_is_refused() {
     ));
     let config = cfg.to_str().unwrap();
     let out = toolhost(&["call", "--config", config, "greet", r#"{"name": "x"}"#]);
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stderr, "");
 
     let out = toolhost(&["--log-level", "toolhost=loud", "tools", "--config", config]);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status, 2);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("--log-level \"toolhost=loud\" is not a log filter"),
         "{stderr}"

@@ -112,6 +112,8 @@ pub fn toolhost(args: &[&str]) -> Cli {
         .args(args)
         .current_dir(repo())
         .env("TOOLHOST_TEST_SECRET", "hunter2")
+        // What the host logs is the default filter's, whatever the developer's shell sets.
+        .env_remove("RUST_LOG")
         .output()
         .expect("toolhost runs");
     Cli {

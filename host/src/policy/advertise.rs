@@ -57,7 +57,7 @@ impl Policy {
         match alternatives.len() {
             0 => None,
             1 => alternatives.pop(),
-            _ => one_argument(&alternatives).map(|(name, _)| disjoin(name, &alternatives)),
+            _ => disjoin(&alternatives),
         }
     }
 }
@@ -81,16 +81,14 @@ fn one_argument(alternatives: &[Value]) -> Option<(&str, Vec<&Value>)> {
     Some((name?, inner))
 }
 
-/// `alternatives`, all on the argument `name`, as one schema on it: disjoined further down
-/// while they share one nested argument, else `anyOf` there.
-fn disjoin(name: &str, alternatives: &[Value]) -> Value {
-    let (_, inner) = one_argument(alternatives).expect("all on one argument");
+/// `alternatives` as one schema on the one argument they all constrain, or `None` when they
+/// do not share one: disjoined further down while they share a nested argument, else `anyOf`
+/// there.
+fn disjoin(alternatives: &[Value]) -> Option<Value> {
+    let (name, inner) = one_argument(alternatives)?;
     let inner: Vec<Value> = inner.into_iter().cloned().collect();
-    let on_it = match one_argument(&inner) {
-        Some((nested, _)) => disjoin(nested, &inner),
-        None => json!({ "anyOf": inner }),
-    };
-    json!({ "properties": { name: on_it }, "required": [name] })
+    let on_it = disjoin(&inner).unwrap_or_else(|| json!({ "anyOf": inner }));
+    Some(json!({ "properties": { name: on_it }, "required": [name] }))
 }
 
 /// `schema` (a tool's input schema) with `narrowing` merged in: each constrained property gets
