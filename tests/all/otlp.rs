@@ -1,16 +1,22 @@
 //! OTLP export, read by a receiver on loopback that decodes what it gets with the official
 //! OpenTelemetry protobuf definitions (`opentelemetry-proto`): one trace per call with a span
-//! per stage under the call's span; an MCP request's span continues the caller's `traceparent`
+//! per stage under the call's span, the guest's line a log record of that trace, the call
+//! counted in the exported metrics; an MCP request's span continues the caller's `traceparent`
 //! and is the call's parent; the agent loop's run is the parent of its model requests and calls,
-//! and the model endpoint gets the run's `traceparent`.
+//! and the model endpoint gets the run's `traceparent`; a flooding guest exports bounded logs.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
+use opentelemetry_proto::tonic::metrics::v1::{metric::Data, Metric};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 use serde_json::json;
@@ -20,10 +26,14 @@ use crate::support::{guest, own_data, temp_config, toml_path};
 /// Argument content that must never be exported.
 const ARGUMENT_MARK: &str = "argmark-7c4a8d09ca3762af";
 
-/// An OTLP/HTTP receiver: every body POSTed to `/v1/traces`, kept raw.
+/// What the receiver kept: each request's path and body.
+type Kept = Mutex<Vec<(String, Vec<u8>)>>;
+
+/// An OTLP/HTTP receiver: every body POSTed to `/v1/traces`, `/v1/metrics` or `/v1/logs`, kept
+/// raw under its path.
 struct Receiver {
     port: u16,
-    bodies: Arc<Mutex<Vec<Vec<u8>>>>,
+    bodies: Arc<Kept>,
 }
 
 impl Receiver {
@@ -46,10 +56,10 @@ impl Receiver {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Every exported span, decoded.
-    fn spans(&self) -> Vec<Span> {
+    /// The bodies POSTed to `path`, after checking that no body carries argument content.
+    fn bodies(&self, path: &str) -> Vec<Vec<u8>> {
         let bodies = self.bodies.lock().unwrap();
-        for body in bodies.iter() {
+        for (_, body) in bodies.iter() {
             let text = String::from_utf8_lossy(body);
             assert!(
                 !text.contains(ARGUMENT_MARK),
@@ -57,6 +67,15 @@ impl Receiver {
             );
         }
         bodies
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+
+    /// Every exported span, decoded.
+    fn spans(&self) -> Vec<Span> {
+        self.bodies("/v1/traces")
             .iter()
             .flat_map(|b| {
                 ExportTraceServiceRequest::decode(&b[..])
@@ -67,10 +86,40 @@ impl Receiver {
             .flat_map(|s| s.spans)
             .collect()
     }
+
+    /// Every exported log record, decoded.
+    fn records(&self) -> Vec<LogRecord> {
+        self.bodies("/v1/logs")
+            .iter()
+            .flat_map(|b| {
+                ExportLogsServiceRequest::decode(&b[..])
+                    .expect("OTLP protobuf")
+                    .resource_logs
+            })
+            .flat_map(|r| r.scope_logs)
+            .flat_map(|s| s.log_records)
+            .collect()
+    }
+
+    /// Every export of metrics, decoded: one list of metrics per request.
+    fn metric_exports(&self) -> Vec<Vec<Metric>> {
+        self.bodies("/v1/metrics")
+            .iter()
+            .map(|b| {
+                ExportMetricsServiceRequest::decode(&b[..])
+                    .expect("OTLP protobuf")
+                    .resource_metrics
+                    .into_iter()
+                    .flat_map(|r| r.scope_metrics)
+                    .flat_map(|s| s.metrics)
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 /// Answer the requests of one connection (keep-alive), keeping each body.
-fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<Vec<u8>>>) {
+fn serve(stream: std::net::TcpStream, kept: &Kept) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
     for _ in 0..1000 {
@@ -93,8 +142,15 @@ fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<Vec<u8>>>) {
         }
         let mut body = vec![0; length];
         reader.read_exact(&mut body).unwrap();
-        assert!(first.starts_with("POST /v1/traces "), "{first}");
-        kept.lock().unwrap().push(body);
+        let path = first
+            .strip_prefix("POST ")
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_default();
+        assert!(
+            ["/v1/traces", "/v1/metrics", "/v1/logs"].contains(&path),
+            "{first}"
+        );
+        kept.lock().unwrap().push((path.to_string(), body));
         let _ = writer.write_all(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n",
         );
@@ -106,13 +162,69 @@ fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
 }
 
 fn attribute(span: &Span, key: &str) -> Option<String> {
-    span.attributes.iter().find(|a| a.key == key).and_then(|a| {
-        match a.value.as_ref()?.value.as_ref()? {
-            Any::StringValue(s) => Some(s.clone()),
-            Any::IntValue(i) => Some(i.to_string()),
-            other => Some(format!("{other:?}")),
-        }
-    })
+    find(&span.attributes, key)
+}
+
+fn find(attributes: &[KeyValue], key: &str) -> Option<String> {
+    attributes
+        .iter()
+        .find(|a| a.key == key)
+        .and_then(|a| text(a.value.as_ref()?.value.as_ref()?))
+}
+
+fn text(value: &Any) -> Option<String> {
+    match value {
+        Any::StringValue(s) => Some(s.clone()),
+        Any::IntValue(i) => Some(i.to_string()),
+        other => Some(format!("{other:?}")),
+    }
+}
+
+/// The text of a log record's body.
+fn body(record: &LogRecord) -> String {
+    record
+        .body
+        .as_ref()
+        .and_then(|b| text(b.value.as_ref()?))
+        .unwrap_or_default()
+}
+
+/// The sum of `name`'s data points whose attributes include all of `with`: a counter's value
+/// or a histogram's count.
+fn total(metrics: &[Metric], name: &str, with: &[(&str, &str)]) -> f64 {
+    let matches = |attrs: &[KeyValue]| {
+        with.iter()
+            .all(|(k, v)| find(attrs, k).as_deref() == Some(*v))
+    };
+    metrics
+        .iter()
+        .filter(|m| m.name == name)
+        .map(|m| match m.data.as_ref() {
+            Some(Data::Sum(sum)) => sum
+                .data_points
+                .iter()
+                .filter(|p| matches(&p.attributes))
+                .map(|p| match p.value {
+                    Some(
+                        opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(i),
+                    ) => i as f64,
+                    Some(
+                        opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsDouble(
+                            d,
+                        ),
+                    ) => d,
+                    None => 0.0,
+                })
+                .sum::<f64>(),
+            Some(Data::Histogram(h)) => h
+                .data_points
+                .iter()
+                .filter(|p| matches(&p.attributes))
+                .map(|p| p.count as f64)
+                .sum(),
+            _ => 0.0,
+        })
+        .sum()
 }
 
 fn config(receiver: &Receiver) -> (tempfile::TempDir, std::path::PathBuf) {
@@ -125,8 +237,9 @@ fn config(receiver: &Receiver) -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 /// Two `toolhost call` processes export two traces; each has one root `call` span (call id,
-/// tool, principal, outcome) and one child per stage, and the guest's log line is an event of
-/// the call's trace. No argument content is exported.
+/// tool, principal, outcome) and one child per stage, the guest's log line is a log record of
+/// the call's trace (not a span event), and each process exports its call in its metrics. No
+/// argument content is exported.
 #[test]
 fn each_call_is_one_trace_with_its_stages() {
     let receiver = Receiver::start();
@@ -182,12 +295,77 @@ fn each_call_is_one_trace_with_its_stages() {
             .filter(|s| s.trace_id == call.trace_id)
             .flat_map(|s| s.events.iter().map(|e| e.name.as_str()))
             .collect();
-        assert!(events.contains(&"greeting"), "{events:?}");
+        assert!(!events.contains(&"greeting"), "{events:?}");
+        let execute = children.iter().find(|s| s.name == "execute").unwrap();
+        let records = receiver.records();
+        let guest: Vec<&LogRecord> = records
+            .iter()
+            .filter(|r| r.trace_id == call.trace_id)
+            .collect();
+        assert_eq!(guest.len(), 1, "{records:#?}");
+        assert_eq!(body(guest[0]), "greeting");
+        assert_eq!(guest[0].span_id, execute.span_id);
+        assert_eq!(guest[0].severity_text, "INFO");
+    }
+
+    let exports = receiver.metric_exports();
+    assert_eq!(exports.len(), 2, "one export per process, at its exit");
+    for metrics in &exports {
+        let done = [("tool", "greet"), ("status", "completed"), ("code", "")];
+        assert_eq!(total(metrics, "toolhost.calls", &done), 1.0, "{metrics:#?}");
+        assert_eq!(total(metrics, "toolhost.calls", &[]), 1.0);
+        let greet = [("tool", "greet")];
+        assert_eq!(total(metrics, "toolhost.call.duration", &greet), 1.0);
+        assert_eq!(total(metrics, "toolhost.memory.peak", &greet), 1.0);
+        assert!(total(metrics, "toolhost.fuel", &greet) > 0.0);
+        for stage in ["admit", "validate", "execute", "record"] {
+            let at = [("stage", stage)];
+            assert_eq!(
+                total(metrics, "toolhost.stage.duration", &at),
+                1.0,
+                "{stage}"
+            );
+        }
+        assert_eq!(total(metrics, "toolhost.calls.in_flight", &[]), 0.0);
     }
 }
 
+/// A guest that logs 100,000 lines of 8 KiB in one call exports at most the kept reports'
+/// count as log records, each bounded (the endpoint from `OTEL_EXPORTER_OTLP_ENDPOINT`).
+#[test]
+fn a_flooding_guest_cannot_flood_the_exported_logs() {
+    let receiver = Receiver::start();
+    let cfg = crate::support::adversarial_config();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["call", "--config", cfg.to_str().unwrap(), "log_spam", "{}"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let records = receiver.records();
+    let guest: Vec<&LogRecord> = records
+        .iter()
+        .filter(|r| body(r).starts_with("zzz"))
+        .collect();
+    assert_eq!(guest.len(), toolhost::sandbox::MAX_REPORTS_PER_CALL);
+    for r in &guest {
+        let text = body(r);
+        assert!(
+            text.len() <= toolhost::sandbox::MAX_REPORT_MESSAGE_BYTES,
+            "{}",
+            text.len()
+        );
+    }
+    let bytes: usize = receiver.bodies("/v1/logs").iter().map(Vec::len).sum();
+    assert!(bytes < 2 * 1024 * 1024, "{bytes} bytes of log records");
+    let spans = receiver.spans();
+    assert_eq!(named(&spans, "call").len(), 1);
+}
+
 /// A 2026-07-28 `tools/call` over stdio with `traceparent` in `_meta`: its `mcp_request` span
-/// continues that trace under the caller's span, and the call's span is its child.
+/// continues that trace under the caller's span, and the call's span is its child; the
+/// `server/discover` before it is an `mcp_request` of its caller's trace too.
 #[test]
 fn an_mcp_request_continues_the_callers_trace() {
     let receiver = Receiver::start();
@@ -204,6 +382,13 @@ fn an_mcp_request_continues_the_callers_trace() {
             "traceparent": format!("00-{trace}-{parent}-01"),
         }),
     );
+    let discover_trace = "0af7651916cd43dd8448eb211c80319c";
+    let discover = crate::mcp_stateless::request(
+        2,
+        "server/discover",
+        json!({}),
+        json!({"traceparent": format!("00-{discover_trace}-b7ad6b7169203331-01")}),
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .args(["serve", "--config", cfg.to_str().unwrap()])
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -213,19 +398,31 @@ fn an_mcp_request_continues_the_callers_trace() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{frame}").unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut answer = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut answer)
-        .unwrap();
+    writeln!(stdin, "{discover}").unwrap();
+    stdout.read_line(&mut answer).unwrap();
+    assert!(answer.contains("supportedVersions"), "{answer}");
+    answer.clear();
+    writeln!(stdin, "{frame}").unwrap();
+    stdout.read_line(&mut answer).unwrap();
     assert!(answer.contains("\"isError\":false"), "{answer}");
     drop(stdin);
     assert!(child.wait().unwrap().success());
 
     let spans = receiver.spans();
-    let request = named(&spans, "mcp_request");
-    assert_eq!(request.len(), 1, "{spans:#?}");
-    let request = request[0];
+    let requests = named(&spans, "mcp_request");
+    assert_eq!(requests.len(), 2, "{spans:#?}");
+    let asked = |method: &str| {
+        *requests
+            .iter()
+            .find(|r| attribute(r, "method").as_deref() == Some(method))
+            .unwrap_or_else(|| panic!("no {method} span"))
+    };
+    let found = asked("server/discover");
+    assert_eq!(hex::encode(&found.trace_id), discover_trace);
+    assert_eq!(hex::encode(&found.parent_span_id), "b7ad6b7169203331");
+    let request = asked("tools/call");
     assert_eq!(hex::encode(&request.trace_id), trace);
     assert_eq!(hex::encode(&request.parent_span_id), parent);
     assert_eq!(attribute(request, "method").as_deref(), Some("tools/call"));

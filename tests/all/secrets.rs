@@ -291,6 +291,7 @@ async fn a_trap_leaves_no_value_in_the_diagnostic_log() {
         w.rt.call(&call("leak_secret", json!({"how": "trap", "url": ""})))
             .await;
     assert_eq!(r.code, Some(toolhost::Code::GuestTrap), "{r:?}");
+    w.rt.diagnostics().flush();
     let log = std::fs::read_to_string(w.dir.path().join("data/diagnostics.log")).unwrap();
     assert!(
         log.contains(&format!("about to fail with {PLACEHOLDER}")),

@@ -1,7 +1,7 @@
 //! `TOOLHOST_BENCH_PROFILE=telemetry_off|telemetry_on`: the pipeline with the command line's
 //! subscriber installed as `toolhost` installs it — off: the default filter, nothing exported;
-//! on: every span exported over OTLP (sampling 100%) to a loopback receiver that answers 200
-//! and discards. One process each (a subscriber is installed once per process).
+//! on: every span, log record and metric exported over OTLP (sampling 100%) to a loopback
+//! receiver that answers 200 and discards. One process each (a subscriber is installed once per process).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

@@ -10,12 +10,19 @@ use crate::registry::convert::{json_size_lower_bound, to_json};
 use crate::registry::Tool;
 use crate::sandbox::{Execution, Fault};
 
+use super::diagnostics::Entry;
 use super::pipeline::cancelled;
 use super::{clip, Runtime, MAX_TOOL_ERROR_MESSAGE};
 
 impl Runtime {
     /// Stage 8: limits, output conversion, output schema.
-    pub(crate) fn check(&self, call: &ToolCall, tool: &Tool, exec: Execution) -> ToolResult {
+    pub(crate) fn check(
+        &self,
+        run_id: &str,
+        call: &ToolCall,
+        tool: &Tool,
+        exec: Execution,
+    ) -> ToolResult {
         let mut usage = Usage {
             fuel_consumed: exec.fuel_consumed,
             wall_ms: exec.wall.as_millis() as u64,
@@ -80,12 +87,12 @@ impl Runtime {
                 }
                 let detail = detail.unwrap_or_else(|| code.to_string());
                 return self.failed_with_diagnostic(
+                    run_id,
                     call,
                     tool,
                     (code, message),
                     usage,
-                    &detail,
-                    &exec.stderr,
+                    (&detail, &exec.stderr),
                 );
             }
         };
@@ -124,6 +131,7 @@ impl Runtime {
             Ok(v) => v,
             Err(e) => {
                 return self.failed_with_diagnostic(
+                    run_id,
                     call,
                     tool,
                     (
@@ -131,8 +139,7 @@ impl Runtime {
                         "the tool returned a value that has no JSON form",
                     ),
                     usage,
-                    &e.to_string(),
-                    &exec.stderr,
+                    (&e.to_string(), &exec.stderr),
                 );
             }
         };
@@ -149,6 +156,7 @@ impl Runtime {
         if let Err(violations) = tool.output_validator.validate(&value) {
             let detail: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
             return self.failed_with_diagnostic(
+                run_id,
                 call,
                 tool,
                 (
@@ -156,8 +164,7 @@ impl Runtime {
                     "the tool returned a value that does not match its output schema",
                 ),
                 usage,
-                &detail.join("; "),
-                &exec.stderr,
+                (&detail.join("; "), &exec.stderr),
             );
         }
         ToolResult::completed(call, value, usage)
@@ -166,19 +173,21 @@ impl Runtime {
     /// A failure whose operator detail (and the guest's stderr) goes to the diagnostic log.
     pub(super) fn failed_with_diagnostic(
         &self,
+        run_id: &str,
         call: &ToolCall,
         tool: &Tool,
         (code, message): (Code, &str),
         usage: Usage,
-        detail: &str,
-        stderr: &[u8],
+        (detail, stderr): (&str, &[u8]),
     ) -> ToolResult {
         let mut r = ToolResult::failed(call, code, message, usage);
-        r.diagnostic_id =
-            Some(
-                self.diagnostics
-                    .record(tool.name.as_str(), &call.call_id, detail, stderr),
-            );
+        r.diagnostic_id = Some(self.diagnostics.record(Entry {
+            run_id,
+            tool: tool.name.as_str(),
+            call_id: &call.call_id,
+            detail,
+            stderr,
+        }));
         r
     }
 }

@@ -12,6 +12,7 @@ use crate::policy::Subject;
 
 use tracing::Instrument;
 
+use super::diagnostics::Entry;
 use super::limits::Refusal;
 use super::owner::{admission_digest, foreign};
 use super::{clip, trace, Runtime};
@@ -164,9 +165,12 @@ impl Runtime {
             Held::InFlight => self.await_original(ctx, call).await,
             Held::Reused => duplicate_call_id(call),
             Held::Foreign => foreign(call),
-            Held::Fault(e) => {
-                self.host_fault(call, "the host could not record this call", &e.to_string())
-            }
+            Held::Fault(e) => self.host_fault(
+                ctx,
+                call,
+                "the host could not record this call",
+                &e.to_string(),
+            ),
         }
     }
 
@@ -282,7 +286,8 @@ impl Runtime {
             .await;
         laps.lap("execute");
         // 8. check
-        let result = tracing::debug_span!("check").in_scope(|| self.check(call, tool, exec));
+        let result =
+            tracing::debug_span!("check").in_scope(|| self.check(&ctx.run_id, call, tool, exec));
         laps.lap("check");
         let decision = result
             .code
@@ -341,6 +346,7 @@ impl Runtime {
             }
             Err(e) => {
                 return Err(self.host_fault(
+                    ctx,
                     call,
                     "the host could not check this run's limits; the call was not run",
                     &format!("limits in the ledger: {e}"),
@@ -379,12 +385,21 @@ impl Runtime {
         }
     }
 
-    pub(super) fn host_fault(&self, call: &ToolCall, message: &str, detail: &str) -> ToolResult {
+    pub(super) fn host_fault(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        message: &str,
+        detail: &str,
+    ) -> ToolResult {
         let mut r = ToolResult::failed(call, Code::HostError, message, Usage::default());
-        r.diagnostic_id = Some(
-            self.diagnostics
-                .record(&call.name, &call.call_id, detail, b""),
-        );
+        r.diagnostic_id = Some(self.diagnostics.record(Entry {
+            run_id: &ctx.run_id,
+            tool: &call.name,
+            call_id: &call.call_id,
+            detail,
+            stderr: b"",
+        }));
         r
     }
 }

@@ -25,6 +25,7 @@ impl Runtime {
             Err(Unfinished::Unrecorded(error)) => {
                 let detail = error.to_string();
                 let mut r = self.host_fault(
+                    ctx,
                     call,
                     "the host could not record this call's outcome",
                     &detail,

@@ -133,6 +133,30 @@ impl Session {
     }
 }
 
+/// The `mcp_request` span of one request (`method`, the JSON-RPC id), the child of the
+/// caller's W3C trace context when `_meta` carries one (`own` is the request's own `_meta`,
+/// looked at before the message's).
+fn request_span(
+    method: &'static str,
+    cx: &RequestContext<RoleServer>,
+    own: Option<&rmcp::model::JsonObject>,
+) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "mcp_request",
+        method,
+        id = %crate::contract::log_safe(&call_id(&cx.id)),
+    );
+    if span.is_disabled() {
+        return span;
+    }
+    let metas = [own, Some(&*cx.meta)];
+    let field = |key: &str| metas.iter().flatten().find_map(|m| m.get(key)?.as_str());
+    if let Some(parent) = field("traceparent") {
+        crate::telemetry::continue_trace(&span, parent, field("tracestate"));
+    }
+    span
+}
+
 /// The ledger call id of a JSON-RPC request: numbers and strings kept apart.
 pub fn call_id(id: &RequestId) -> String {
     match id {
@@ -176,6 +200,7 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
+        let _span = request_span("initialize", &cx, None).entered();
         if self
             .initialized
             .swap(true, std::sync::atomic::Ordering::AcqRel)
@@ -218,8 +243,12 @@ impl ServerHandler for Session {
         request: GetTaskParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let (s, caller) = (&self.shared, self.task_caller(&cx)?);
-        s.tasks.get(s, &caller, &request.task_id).await
+        let span = request_span("tasks/get", &cx, None);
+        let (s, caller) = (&self.shared, span.in_scope(|| self.task_caller(&cx))?);
+        s.tasks
+            .get(s, &caller, &request.task_id)
+            .instrument(span)
+            .await
     }
 
     async fn cancel_task(
@@ -227,8 +256,12 @@ impl ServerHandler for Session {
         request: CancelTaskParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let (s, caller) = (&self.shared, self.task_caller(&cx)?);
-        s.tasks.cancel(s, &caller, &request.task_id).await
+        let span = request_span("tasks/cancel", &cx, None);
+        let (s, caller) = (&self.shared, span.in_scope(|| self.task_caller(&cx))?);
+        s.tasks
+            .cancel(s, &caller, &request.task_id)
+            .instrument(span)
+            .await
     }
 
     async fn update_task(
@@ -236,8 +269,21 @@ impl ServerHandler for Session {
         request: UpdateTaskParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let (s, caller) = (&self.shared, self.task_caller(&cx)?);
-        s.tasks.update(s, &caller, &request).await
+        let span = request_span("tasks/update", &cx, None);
+        let (s, caller) = (&self.shared, span.in_scope(|| self.task_caller(&cx))?);
+        s.tasks.update(s, &caller, &request).instrument(span).await
+    }
+
+    /// `server/discover`, as rmcp answers it, in a span.
+    async fn discover(
+        &self,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        let _span = request_span("server/discover", &cx, None).entered();
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     async fn list_tools(
@@ -245,12 +291,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let _span = tracing::debug_span!(
-            "mcp_request",
-            method = "tools/list",
-            id = %crate::contract::log_safe(&call_id(&cx.id)),
-        )
-        .entered();
+        let _span = request_span("tools/list", &cx, None).entered();
         let who = self
             .identity(&cx)
             .map_err(|why| ErrorData::invalid_request(why, None))?;
@@ -277,17 +318,7 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let span = tracing::debug_span!(
-            "mcp_request",
-            method = "tools/call",
-            id = %crate::contract::log_safe(&call_id(&cx.id)),
-        );
-        // A caller's W3C trace context in `_meta` (the request's, else the message's).
-        let metas = [request.meta.as_deref(), Some(&*cx.meta)];
-        let field = |key: &str| metas.iter().flatten().find_map(|m| m.get(key)?.as_str());
-        if let Some(parent) = field("traceparent") {
-            crate::telemetry::continue_trace(&span, parent, field("tracestate"));
-        }
+        let span = request_span("tools/call", &cx, request.meta.as_deref().map(|m| &**m));
         self.answer_call(request, cx).instrument(span).await
     }
 }

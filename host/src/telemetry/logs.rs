@@ -3,6 +3,8 @@
 
 use std::io::IsTerminal;
 
+use tracing::Metadata;
+use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -10,8 +12,24 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use super::otlp::Endpoint;
 
-/// What is exported over OTLP: every span and event of toolhost's own, guest lines included.
-const EXPORTED: &str = "toolhost=debug";
+/// Whether a callsite is toolhost's own.
+fn own(meta: &Metadata<'_>) -> bool {
+    meta.target() == "toolhost" || meta.target().starts_with("toolhost::")
+}
+
+/// What becomes an OTLP span: every span of toolhost's own (events are log records instead).
+fn exported_span(meta: &Metadata<'_>) -> bool {
+    own(meta) && meta.is_span()
+}
+
+/// What becomes an OTLP log record: toolhost's events from `info`, and every guest line. The
+/// spans pass too, so that a record can name the span it happened in.
+fn exported_record(meta: &Metadata<'_>) -> bool {
+    own(meta)
+        && (meta.is_span()
+            || meta.target() == super::GUEST_TARGET
+            || *meta.level() <= tracing::Level::INFO)
+}
 
 /// What is shown when neither `--log-level` nor `RUST_LOG` says: toolhost's own events from
 /// `info` (startup, sessions, warnings), guest log lines from `warn`, other crates' from `warn`.
@@ -48,8 +66,8 @@ pub enum TelemetryError {
 
 /// Install the process's subscriber: `level` (`--log-level`) wins over `RUST_LOG`, which wins
 /// over [`DEFAULT_FILTER`]. At `debug` and below, each span's closing is logged too, with its
-/// busy and idle time. With `otlp`, toolhost's spans are also exported (`otlp.rs`), whatever the
-/// log level.
+/// busy and idle time. With `otlp`, toolhost's spans, metrics and log records are also exported
+/// (`otlp.rs`), whatever the log level.
 pub fn install(
     format: LogFormat,
     level: Option<&str>,
@@ -85,17 +103,23 @@ pub fn install(
             .with_span_list(true)
             .boxed(),
     };
-    let export = match otlp {
-        Some(endpoint) => Some(
-            tracing_opentelemetry::layer()
-                .with_tracer(super::otlp::tracer(endpoint)?)
-                .with_filter(EnvFilter::new(EXPORTED)),
-        ),
-        None => None,
+    let (spans, records) = match otlp {
+        Some(endpoint) => {
+            let (tracer, logs) = super::otlp::start(endpoint)?;
+            let spans = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(filter_fn(exported_span));
+            let records =
+                opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(&logs)
+                    .with_filter(filter_fn(exported_record));
+            (Some(spans), Some(records))
+        }
+        None => (None, None),
     };
     tracing_subscriber::registry()
         .with(fmt.with_filter(filter))
-        .with(export)
+        .with(spans)
+        .with(records)
         .try_init()
         .map_err(|_| TelemetryError::AlreadyInstalled)
 }

@@ -1,12 +1,12 @@
-//! The host's metrics, one set per process, in the Prometheus text format (`/metrics`).
+//! The host's metrics, one set per process, in the Prometheus text format (`/metrics`) and,
+//! when OTLP export is on, as OpenTelemetry instruments (`metrics_otlp.rs`).
 //!
 //! Labels are only ever tool names the registry holds (a name no tool has is counted as
 //! [`UNKNOWN_TOOL`]), stage names, wire names of statuses and codes, and outcome codes: nothing
 //! a guest, a model or a client writes becomes a label, so no caller can grow the set of series.
 //! Recording is off until something will read it ([`enable`]: `serve --metrics`, `agent
-//! --metrics`): until then each place that records costs one relaxed load, so a host nobody
-//! scrapes pays nothing for metrics.
-//!
+//! --metrics`, or OTLP export): until then each place that records costs one relaxed load, so
+//! a host nobody scrapes pays nothing for metrics.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -17,6 +17,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+use super::metrics_otlp::Instruments;
 
 /// The `tool` label of a call whose name no tool has.
 pub const UNKNOWN_TOOL: &str = "(unknown)";
@@ -53,19 +55,51 @@ struct KindLabels {
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
-/// Seconds from 50 µs to about 13 s (a call that ends in admission to one at a long deadline).
-fn seconds() -> Histogram {
-    Histogram::new(exponential_buckets(0.000_05, 4.0, 10))
+/// Exponential histogram bounds: `count` bounds from `start`, each `factor` times the last.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Buckets {
+    start: f64,
+    factor: f64,
+    count: u16,
 }
+
+impl Buckets {
+    pub(super) fn bounds(self) -> Vec<f64> {
+        exponential_buckets(self.start, self.factor, self.count).collect()
+    }
+
+    fn histogram(self) -> Histogram {
+        Histogram::new(exponential_buckets(self.start, self.factor, self.count))
+    }
+}
+
+/// Seconds from 50 µs to about 13 s (a call that ends in admission to one at a long deadline).
+pub(super) const SECONDS: Buckets = Buckets {
+    start: 0.000_05,
+    factor: 4.0,
+    count: 10,
+};
 
 /// Bytes from 64 KiB to 4 GiB (a guest's linear memory).
-fn memory() -> Histogram {
-    Histogram::new(exponential_buckets(65_536.0, 4.0, 9))
-}
+pub(super) const MEMORY: Buckets = Buckets {
+    start: 65_536.0,
+    factor: 4.0,
+    count: 9,
+};
 
 /// Writes per group commit, 1 to 256.
-fn group() -> Histogram {
-    Histogram::new(exponential_buckets(1.0, 2.0, 9))
+pub(super) const GROUP: Buckets = Buckets {
+    start: 1.0,
+    factor: 2.0,
+    count: 9,
+};
+
+fn seconds() -> Histogram {
+    SECONDS.histogram()
+}
+
+fn memory() -> Histogram {
+    MEMORY.histogram()
 }
 
 /// How one call ended, for [`Metrics::call_ended`].
@@ -96,6 +130,8 @@ pub struct Metrics {
     group_size: Histogram,
     model_requests: Family<OutcomeLabels, Counter>,
     model_tokens: Family<KindLabels, Counter>,
+    /// The OpenTelemetry instruments, once OTLP export starts.
+    otlp: OnceLock<Instruments>,
 }
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -103,6 +139,12 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Start recording (once something serves `/metrics`); there is no way back.
 pub fn enable() {
     ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// Also record into `meter`'s instruments (OTLP export), and start recording.
+pub(super) fn export_to(meter: &opentelemetry::metrics::Meter) {
+    let _ = metrics().otlp.set(Instruments::new(meter));
+    enable();
 }
 
 /// Whether metrics are recorded.
@@ -128,9 +170,10 @@ impl Metrics {
             output_bytes: Family::default(),
             in_flight: Gauge::default(),
             commit_seconds: seconds(),
-            group_size: group(),
+            group_size: GROUP.histogram(),
             model_requests: Family::default(),
             model_tokens: Family::default(),
+            otlp: OnceLock::new(),
         };
         let mut registry = m.registry;
         let r = &mut registry;
@@ -193,6 +236,9 @@ impl Metrics {
         if !enabled() {
             return;
         }
+        if let Some(otlp) = self.otlp.get() {
+            otlp.call_ended(&end);
+        }
         let tool = end.tool.unwrap_or(UNKNOWN_TOOL).to_string();
         self.calls
             .get_or_create(&CallLabels {
@@ -221,6 +267,9 @@ impl Metrics {
         if !enabled() {
             return;
         }
+        if let Some(otlp) = self.otlp.get() {
+            otlp.stage(stage, seconds);
+        }
         self.stage_seconds
             .get_or_create(&StageLabels { stage })
             .observe(seconds);
@@ -229,17 +278,26 @@ impl Metrics {
     /// One more call in the pipeline (always counted: a gauge must pair its changes).
     pub fn call_entered(&self) {
         self.in_flight.inc();
+        if let Some(otlp) = self.otlp.get() {
+            otlp.in_flight(1);
+        }
     }
 
     /// One call fewer in the pipeline.
     pub fn call_left(&self) {
         self.in_flight.dec();
+        if let Some(otlp) = self.otlp.get() {
+            otlp.in_flight(-1);
+        }
     }
 
     /// One ledger group commit of `writes` writes took `seconds`.
     pub fn commit(&self, seconds: f64, writes: usize) {
         if !enabled() {
             return;
+        }
+        if let Some(otlp) = self.otlp.get() {
+            otlp.commit(seconds, writes);
         }
         self.commit_seconds.observe(seconds);
         self.group_size.observe(writes as f64);
@@ -250,6 +308,9 @@ impl Metrics {
         if !enabled() {
             return;
         }
+        if let Some(otlp) = self.otlp.get() {
+            otlp.model_request(outcome);
+        }
         self.model_requests
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
@@ -259,6 +320,9 @@ impl Metrics {
     pub fn model_tokens(&self, kind: &'static str, n: u64) {
         if !enabled() {
             return;
+        }
+        if let Some(otlp) = self.otlp.get() {
+            otlp.model_tokens(kind, n);
         }
         self.model_tokens
             .get_or_create(&KindLabels { kind })

@@ -1,5 +1,6 @@
 //! What the host tells its operator about itself: logs and spans through `tracing`, the
-//! metrics `/metrics` shows (`metrics.rs`), and spans exported over OTLP (`otlp.rs`).
+//! metrics `/metrics` shows (`metrics.rs`), and spans, metrics and log records exported over
+//! OTLP (`otlp.rs`), with W3C trace context in and out (`propagation.rs`).
 //!
 //! Library code never prints: it emits `tracing` events and spans, and the command line
 //! installs the one subscriber ([`install`]) that writes them to stderr, human-readable or as
@@ -27,20 +28,21 @@
 //! Guest log lines are events of target [`GUEST_TARGET`] at the guest's level, inside the
 //! call's span, bounded as the kept reports are (`sandbox::MAX_REPORTS_PER_CALL` lines of
 //! `sandbox::MAX_REPORT_MESSAGE_BYTES`), with the call's secret values redacted. By default
-//! they are shown from `warn` up.
+//! they are shown from `warn` up; over OTLP every one is a log record of its call's trace.
 
 mod logs;
 mod metrics;
+mod metrics_otlp;
 mod otlp;
+mod propagation;
 
 pub use logs::{install, LogFormat, TelemetryError, DEFAULT_FILTER};
 pub use metrics::{
     enable as enable_metrics, enabled as metrics_enabled, metrics, CallEnd, Laps, Metrics,
     CONTENT_TYPE, UNKNOWN_TOOL,
 };
-pub use otlp::{
-    continue_trace, shutdown, traceparent, Endpoint, TelemetryConfig, MAX_TRACE_HEADER_BYTES,
-};
+pub use otlp::{shutdown, Endpoint, TelemetryConfig};
+pub use propagation::{continue_trace, traceparent, MAX_TRACE_HEADER_BYTES};
 
 /// The target of guest log lines: a filter can name it (`toolhost::guest=debug`).
 pub const GUEST_TARGET: &str = "toolhost::guest";

@@ -1,34 +1,32 @@
-//! OTLP export of spans, and W3C trace context in and out.
+//! OTLP export of spans, metrics and log records.
 //!
 //! When `[telemetry] otlp_endpoint` (or the standard `OTEL_EXPORTER_OTLP_ENDPOINT`) is set, the
-//! subscriber gets an OpenTelemetry layer: every span of target `toolhost` at `debug` and above
-//! becomes an OTLP span (HTTP/protobuf to `<endpoint>/v1/traces`, batched on the exporter's own
-//! thread, every span sampled unless a remote parent was not), and events inside a span (guest
-//! log lines among them) become its span events. Nothing is exported otherwise. A call never
-//! waits on the collector: spans queue for the exporter's thread (2,048 at most; more are
-//! dropped), and one export gives up after [`EXPORT_TIMEOUT`].
+//! process exports over OTLP/HTTP with protobuf bodies, and nothing otherwise:
 //!
-//! Trace context: [`traceparent`] gives the current span's `traceparent` header for an outgoing
-//! request (the agent loop's model requests); [`continue_trace`] makes a span the child of a
-//! caller's `traceparent`/`tracestate` (an MCP request's `_meta`).
+//! - spans to `<endpoint>/v1/traces`: every span of target `toolhost` (all at `debug`), each
+//!   sampled unless a remote parent was not;
+//! - metrics to `<endpoint>/v1/metrics`: the series `/metrics` shows (`metrics_otlp.rs`),
+//!   cumulative, every `OTEL_METRIC_EXPORT_INTERVAL` (60 s by default) and at exit;
+//! - log records to `<endpoint>/v1/logs`: toolhost's events from `info` and every guest log
+//!   line (bounded per call as the kept reports are), each carrying the trace and span id of
+//!   the span it happened in (a guest line: its call's `execute` stage).
+//!
+//! A call never waits on the collector: spans and log records queue for their exporter's own
+//! thread (2,048 each at most; more are dropped), metrics are aggregated in memory, and one
+//! export gives up after [`EXPORT_TIMEOUT`].
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{WithExportConfig, OTEL_EXPORTER_OTLP_ENDPOINT};
-use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::logs::SdkLoggerProvider;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Tracer};
 use opentelemetry_sdk::Resource;
 use serde::{Deserialize, Serialize};
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::TelemetryError;
-
-/// Longest `traceparent` or `tracestate` taken from a caller (W3C: 55 and 512 characters);
-/// longer ones are ignored before any parsing.
-pub const MAX_TRACE_HEADER_BYTES: usize = 1024;
 
 /// Longest one export may take. Exports run on the exporter's own thread, so no call waits on
 /// the collector; this bounds how long a command's exit waits for the last batch when the
@@ -39,14 +37,15 @@ pub const EXPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
-    /// The OTLP/HTTP base URL (`http://collector:4318`); spans go to `<it>/v1/traces`. Unset:
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, else nothing is exported.
+    /// The OTLP/HTTP base URL (`http://collector:4318`); spans, metrics and log records go to
+    /// `<it>/v1/traces`, `/v1/metrics` and `/v1/logs`. Unset: `OTEL_EXPORTER_OTLP_ENDPOINT`,
+    /// else nothing is exported.
     #[serde(default)]
     pub otlp_endpoint: Option<String>,
 }
 
 impl TelemetryConfig {
-    /// The endpoint spans go to, if any: the config's, else the environment's.
+    /// The endpoint telemetry goes to, if any: the config's, else the environment's.
     pub fn endpoint(&self) -> Option<Endpoint> {
         match &self.otlp_endpoint {
             Some(e) => Some(Endpoint::Configured(e.clone())),
@@ -65,7 +64,7 @@ impl TelemetryConfig {
             if !ok {
                 return Err(format!(
                     "{e:?} is not an http(s) URL; give the collector's OTLP/HTTP base URL, like \
-                     \"http://127.0.0.1:4318\" (spans go to /v1/traces under it)"
+                     \"http://127.0.0.1:4318\" (spans go to /v1/traces under it, metrics to /v1/metrics, logs to /v1/logs)"
                 ));
             }
         }
@@ -73,7 +72,7 @@ impl TelemetryConfig {
     }
 }
 
-/// Where spans go.
+/// Where telemetry goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
     /// `[telemetry] otlp_endpoint`, a base URL.
@@ -82,68 +81,95 @@ pub enum Endpoint {
     Environment,
 }
 
-static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+/// The three exporting providers, once installed.
+struct Providers {
+    traces: SdkTracerProvider,
+    meters: SdkMeterProvider,
+    logs: SdkLoggerProvider,
+}
 
-/// Build the exporter for `endpoint` and the tracer the subscriber's layer uses.
-pub(super) fn tracer(endpoint: &Endpoint) -> Result<Tracer, TelemetryError> {
-    let builder = opentelemetry_otlp::SpanExporter::builder()
+static PROVIDERS: OnceLock<Providers> = OnceLock::new();
+
+/// Whether this process exports over OTLP.
+pub(super) fn exporting() -> bool {
+    PROVIDERS.get().is_some()
+}
+
+/// The URL of one signal under a configured base; `None` lets the exporter read
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` and add the signal's path itself.
+fn signal_url(endpoint: &Endpoint, signal: &str) -> Option<String> {
+    match endpoint {
+        Endpoint::Configured(base) => Some(format!("{}/v1/{signal}", base.trim_end_matches('/'))),
+        Endpoint::Environment => None,
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> TelemetryError {
+    TelemetryError::Otlp(e.to_string())
+}
+
+/// Start the three exporters for `endpoint`; metrics start recording into theirs. Gives the
+/// tracer and the logger provider the subscriber's layers use.
+pub(super) fn start(endpoint: &Endpoint) -> Result<(Tracer, SdkLoggerProvider), TelemetryError> {
+    let resource = Resource::builder().with_service_name("toolhost").build();
+
+    let mut spans = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_timeout(EXPORT_TIMEOUT);
-    let builder = match endpoint {
-        Endpoint::Configured(base) => {
-            builder.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')))
-        }
-        Endpoint::Environment => builder,
-    };
-    let exporter = builder
-        .build()
-        .map_err(|e| TelemetryError::Otlp(e.to_string()))?;
-    let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+    if let Some(url) = signal_url(endpoint, "traces") {
+        spans = spans.with_endpoint(url);
+    }
+    let traces = SdkTracerProvider::builder()
+        .with_batch_exporter(spans.build().map_err(failed)?)
         .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)))
-        .with_resource(Resource::builder().with_service_name("toolhost").build())
+        .with_resource(resource.clone())
         .build();
-    let tracer = provider.tracer("toolhost");
-    PROVIDER
-        .set(provider)
+
+    let mut points = opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .with_timeout(EXPORT_TIMEOUT);
+    if let Some(url) = signal_url(endpoint, "metrics") {
+        points = points.with_endpoint(url);
+    }
+    let meters = SdkMeterProvider::builder()
+        .with_periodic_exporter(points.build().map_err(failed)?)
+        .with_resource(resource.clone())
+        .build();
+
+    let mut records = opentelemetry_otlp::LogExporter::builder()
+        .with_http()
+        .with_timeout(EXPORT_TIMEOUT);
+    if let Some(url) = signal_url(endpoint, "logs") {
+        records = records.with_endpoint(url);
+    }
+    let logs = SdkLoggerProvider::builder()
+        .with_batch_exporter(records.build().map_err(failed)?)
+        .with_resource(resource)
+        .build();
+
+    let tracer = traces.tracer("toolhost");
+    let meter = meters.meter("toolhost");
+    let bridge = logs.clone();
+    PROVIDERS
+        .set(Providers {
+            traces,
+            meters,
+            logs,
+        })
         .map_err(|_| TelemetryError::AlreadyInstalled)?;
-    Ok(tracer)
+    super::metrics::export_to(&meter);
+    Ok((tracer, bridge))
 }
 
-/// Export what is buffered and stop the exporter (at the end of the command). Without an
-/// exporter, nothing.
+/// Export what is buffered and stop the exporters (at the end of the command), the three at
+/// once so that an unreachable collector delays the exit by one [`EXPORT_TIMEOUT`], not three.
+/// Without exporters, nothing.
 pub fn shutdown() {
-    if let Some(p) = PROVIDER.get() {
-        let _ = p.shutdown();
-    }
-}
-
-/// The W3C `traceparent` of the current span, when spans are exported.
-pub fn traceparent() -> Option<String> {
-    PROVIDER.get()?;
-    let cx = tracing::Span::current().context();
-    let mut fields: HashMap<String, String> = HashMap::new();
-    TraceContextPropagator::new().inject_context(&cx, &mut fields);
-    fields.remove("traceparent")
-}
-
-/// Make `span` the child of a caller's trace context, when spans are exported and the
-/// context parses; anything else is ignored.
-pub fn continue_trace(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) {
-    if PROVIDER.get().is_none()
-        || traceparent.len() > MAX_TRACE_HEADER_BYTES
-        || tracestate.is_some_and(|s| s.len() > MAX_TRACE_HEADER_BYTES)
-    {
-        return;
-    }
-    let mut fields: HashMap<String, String> = HashMap::new();
-    fields.insert("traceparent".into(), traceparent.to_string());
-    if let Some(state) = tracestate {
-        fields.insert("tracestate".into(), state.to_string());
-    }
-    let cx = TraceContextPropagator::new().extract(&fields);
-    use opentelemetry::trace::TraceContextExt;
-    if cx.span().span_context().is_valid() {
-        let _ = span.set_parent(cx);
+    if let Some(p) = PROVIDERS.get() {
+        std::thread::scope(|s| {
+            s.spawn(|| p.logs.shutdown());
+            s.spawn(|| p.traces.shutdown());
+            s.spawn(|| p.meters.shutdown());
+        });
     }
 }
