@@ -363,32 +363,9 @@ fn a_flooding_guest_cannot_flood_the_exported_logs() {
     assert_eq!(named(&spans, "call").len(), 1);
 }
 
-/// A 2026-07-28 `tools/call` over stdio with `traceparent` in `_meta`: its `mcp_request` span
-/// continues that trace under the caller's span, and the call's span is its child; the
-/// `server/discover` before it is an `mcp_request` of its caller's trace too.
-#[test]
-fn an_mcp_request_continues_the_callers_trace() {
-    let receiver = Receiver::start();
-    let (_dir, cfg) = config(&receiver);
-    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let parent = "00f067aa0ba902b7";
-    let frame = crate::mcp_stateless::request(
-        1,
-        "tools/call",
-        json!({"name": "greet", "arguments": {"name": "x"}}),
-        json!({
-            "toolhost/run": "r1",
-            "toolhost/callId": "m1",
-            "traceparent": format!("00-{trace}-{parent}-01"),
-        }),
-    );
-    let discover_trace = "0af7651916cd43dd8448eb211c80319c";
-    let discover = crate::mcp_stateless::request(
-        2,
-        "server/discover",
-        json!({}),
-        json!({"traceparent": format!("00-{discover_trace}-b7ad6b7169203331-01")}),
-    );
+/// Run `toolhost serve` over stdio for `frames`, reading one answer line per request (a frame
+/// with an `id`), then close stdin and wait for a clean exit (which exports what is buffered).
+fn serve_stdio(cfg: &std::path::Path, frames: &[serde_json::Value]) -> Vec<String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .args(["serve", "--config", cfg.to_str().unwrap()])
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -399,36 +376,107 @@ fn an_mcp_request_continues_the_callers_trace() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut answer = String::new();
-    writeln!(stdin, "{discover}").unwrap();
-    stdout.read_line(&mut answer).unwrap();
-    assert!(answer.contains("supportedVersions"), "{answer}");
-    answer.clear();
-    writeln!(stdin, "{frame}").unwrap();
-    stdout.read_line(&mut answer).unwrap();
-    assert!(answer.contains("\"isError\":false"), "{answer}");
+    let mut answers = Vec::new();
+    for frame in frames {
+        writeln!(stdin, "{frame}").unwrap();
+        if frame.get("id").is_some() {
+            let mut answer = String::new();
+            stdout.read_line(&mut answer).unwrap();
+            answers.push(answer);
+        }
+    }
     drop(stdin);
     assert!(child.wait().unwrap().success());
+    answers
+}
+
+/// A W3C trace context of `trace` under the caller's span `parent`.
+fn traceparent(trace: &str, parent: &str) -> String {
+    format!("00-{trace}-{parent}-01")
+}
+
+/// `tools/call` over stdio with `traceparent` in `_meta`, in both eras (a 2026-07-28 request,
+/// and a call in a 2025-11-25 session): its `mcp_request` span continues that trace under the
+/// caller's span, and the call's span is its child; `server/discover` and `initialize` are
+/// `mcp_request`s of their callers' traces too.
+#[test]
+fn an_mcp_request_continues_the_callers_trace() {
+    let receiver = Receiver::start();
+    let (_dir, cfg) = config(&receiver);
+    let [call_trace, discover_trace, session_trace] = [
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+        "0af7651916cd43dd8448eb211c80319c",
+        "5c0a2f1bd6e34e0e9d3a6c1f2b7e8d40",
+    ];
+    let parent = "00f067aa0ba902b7";
+    let stateless = serve_stdio(
+        &cfg,
+        &[
+            crate::mcp_stateless::request(
+                2,
+                "server/discover",
+                json!({}),
+                json!({"traceparent": traceparent(discover_trace, parent)}),
+            ),
+            crate::mcp_stateless::request(
+                1,
+                "tools/call",
+                json!({"name": "greet", "arguments": {"name": "x"}}),
+                json!({
+                    "toolhost/run": "r1",
+                    "toolhost/callId": "m1",
+                    "traceparent": traceparent(call_trace, parent),
+                }),
+            ),
+        ],
+    );
+    assert!(stateless[0].contains("supportedVersions"), "{stateless:?}");
+    assert!(stateless[1].contains("\"isError\":false"), "{stateless:?}");
+    let session = serve_stdio(
+        &cfg,
+        &[
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+                "_meta": {"traceparent": traceparent(session_trace, parent)}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "greet", "arguments": {"name": "y"},
+                "_meta": {"traceparent": traceparent(session_trace, parent)}}}),
+        ],
+    );
+    assert!(session[1].contains("\"isError\":false"), "{session:?}");
 
     let spans = receiver.spans();
     let requests = named(&spans, "mcp_request");
-    assert_eq!(requests.len(), 2, "{spans:#?}");
-    let asked = |method: &str| {
+    assert_eq!(requests.len(), 4, "{spans:#?}");
+    let asked = |method: &str, trace: &str| {
         *requests
             .iter()
-            .find(|r| attribute(r, "method").as_deref() == Some(method))
-            .unwrap_or_else(|| panic!("no {method} span"))
+            .find(|r| {
+                attribute(r, "method").as_deref() == Some(method)
+                    && hex::encode(&r.trace_id) == trace
+            })
+            .unwrap_or_else(|| panic!("no {method} span in {trace}"))
     };
-    let found = asked("server/discover");
-    assert_eq!(hex::encode(&found.trace_id), discover_trace);
-    assert_eq!(hex::encode(&found.parent_span_id), "b7ad6b7169203331");
-    let request = asked("tools/call");
-    assert_eq!(hex::encode(&request.trace_id), trace);
-    assert_eq!(hex::encode(&request.parent_span_id), parent);
-    assert_eq!(attribute(request, "method").as_deref(), Some("tools/call"));
-    let call = named(&spans, "call")[0];
-    assert_eq!(call.trace_id, request.trace_id);
-    assert_eq!(call.parent_span_id, request.span_id);
+    for (method, trace) in [
+        ("server/discover", discover_trace),
+        ("tools/call", call_trace),
+        ("initialize", session_trace),
+        ("tools/call", session_trace),
+    ] {
+        let request = asked(method, trace);
+        assert_eq!(hex::encode(&request.parent_span_id), parent, "{method}");
+    }
+    for trace in [call_trace, session_trace] {
+        let request = asked("tools/call", trace);
+        let call: Vec<&Span> = named(&spans, "call")
+            .into_iter()
+            .filter(|c| c.trace_id == request.trace_id)
+            .collect();
+        assert_eq!(call.len(), 1, "{trace}");
+        assert_eq!(call[0].parent_span_id, request.span_id);
+    }
 }
 
 /// `toolhost agent`: the run is one trace, its model requests and its call are children of
