@@ -207,13 +207,14 @@ fn metrics_move_with_calls_and_health_is_served() {
 }
 
 /// `toolhost agent --metrics`: while the run waits on its second model request, `/metrics`
-/// counts the first request, the tokens the endpoint reported for it (10: 5 prompt, 5
-/// completion) and the call it proposed.
+/// counts the first request's two attempts (a 503, then a retry that answered), the tokens the
+/// endpoint reported (10: 5 prompt, 5 completion) and the call it proposed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_run_serves_its_model_metrics() {
     use crate::openai::{scripted, text, tool_calls, Reply};
     let server = scripted(
         vec![
+            Reply::Status(503, Some(0)),
             Reply::Stream(tool_calls(&[("c1", "greet", r#"{"name":"a"}"#)], 4, 10)),
             Reply::Delay(
                 Duration::from_secs(120),
@@ -276,6 +277,16 @@ async fn an_agent_run_serves_its_model_metrics() {
     let _ = child.wait();
     let ok = json!({"outcome": "ok"});
     assert_eq!(value(&samples, "toolhost_model_requests_total", ok), 1.0);
+    let attempts: f64 = samples
+        .iter()
+        .filter(|s| s["name"] == "toolhost_model_requests_total")
+        .map(|s| s["value"].as_f64().unwrap())
+        .sum();
+    assert_eq!(attempts, 2.0, "one failed attempt, one that answered");
+    assert_eq!(
+        value(&samples, "toolhost_model_retries_total", json!({})),
+        1.0
+    );
     for kind in ["prompt", "completion"] {
         let n = value(
             &samples,

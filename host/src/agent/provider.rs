@@ -256,6 +256,9 @@ impl Provider {
         let deadline = tokio::time::Instant::from_std(deadline);
         loop {
             let started = Instant::now();
+            if !attempts.is_empty() {
+                crate::telemetry::metrics().model_retry();
+            }
             let span = tracing::debug_span!(
                 "model_request",
                 attempt = attempts.len() + 1,

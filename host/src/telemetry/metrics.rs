@@ -129,6 +129,7 @@ pub struct Metrics {
     commit_seconds: Histogram,
     group_size: Histogram,
     model_requests: Family<OutcomeLabels, Counter>,
+    model_retries: Counter,
     model_tokens: Family<KindLabels, Counter>,
     /// The OpenTelemetry instruments, once OTLP export starts.
     otlp: OnceLock<Instruments>,
@@ -172,6 +173,7 @@ impl Metrics {
             commit_seconds: seconds(),
             group_size: GROUP.histogram(),
             model_requests: Family::default(),
+            model_retries: Counter::default(),
             model_tokens: Family::default(),
             otlp: OnceLock::new(),
         };
@@ -222,6 +224,11 @@ impl Metrics {
             "model_requests",
             "Attempts of agent-loop model requests, by outcome",
             m.model_requests.clone(),
+        );
+        r.register(
+            "model_retries",
+            "Model requests sent again after a failed attempt",
+            m.model_retries.clone(),
         );
         r.register(
             "model_tokens",
@@ -314,6 +321,17 @@ impl Metrics {
         self.model_requests
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
+    }
+
+    /// A model request is sent again after a failed attempt.
+    pub fn model_retry(&self) {
+        if !enabled() {
+            return;
+        }
+        if let Some(otlp) = self.otlp.get() {
+            otlp.model_retry();
+        }
+        self.model_retries.inc();
     }
 
     /// The model endpoint reported `n` tokens of `kind` (`prompt`, `completion`).

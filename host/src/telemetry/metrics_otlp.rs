@@ -23,6 +23,7 @@ pub(super) struct Instruments {
     commit_seconds: Histogram<f64>,
     group_size: Histogram<f64>,
     model_requests: Counter<u64>,
+    model_retries: Counter<u64>,
     model_tokens: Counter<u64>,
 }
 
@@ -121,6 +122,12 @@ impl Instruments {
                 "{request}",
                 "Attempts of agent-loop model requests, by outcome",
             ),
+            model_retries: counter(
+                meter,
+                "toolhost.model.retries",
+                "{request}",
+                "Model requests sent again after a failed attempt",
+            ),
             model_tokens: counter(
                 meter,
                 "toolhost.model.tokens",
@@ -167,6 +174,10 @@ impl Instruments {
     pub(super) fn model_request(&self, outcome: &'static str) {
         self.model_requests
             .add(1, &[KeyValue::new("outcome", outcome)]);
+    }
+
+    pub(super) fn model_retry(&self) {
+        self.model_retries.add(1, &[]);
     }
 
     pub(super) fn model_tokens(&self, kind: &'static str, n: u64) {
