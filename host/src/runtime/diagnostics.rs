@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use serde_json::json;
@@ -141,10 +141,7 @@ impl Diagnostics {
     }
 
     fn send(&self, message: Message) -> bool {
-        match self.queue().map(|q| q.try_send(message)) {
-            Some(Ok(())) => true,
-            Some(Err(TrySendError::Full(_) | TrySendError::Disconnected(_))) | None => false,
-        }
+        self.queue().is_some_and(|q| q.try_send(message).is_ok())
     }
 
     fn send_blocking(&self, message: Message) -> bool {
