@@ -159,6 +159,8 @@ contract!(
     an_unanswered_claim_on_a_new_id_is_a_conflict,
     another_callers_claim_is_foreign,
     a_dropped_journal_releases_its_claim,
+    a_copy_is_answered_only_with_its_own_calls_outcome,
+    a_copy_waits_while_the_id_has_no_outcome,
     a_reconciled_call_replays_the_operators_record,
     failed_and_not_run_reconciliations_replay_their_codes,
     only_a_lost_call_is_reconciled,

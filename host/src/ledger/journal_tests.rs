@@ -206,3 +206,61 @@ pub(super) fn a_dropped_journal_releases_its_claim(site: &dyn Site) {
     assert_eq!(ledger.claims.len(), 0);
     assert!(ledger.claim(call("d1|caller"), false).is_ok());
 }
+
+/// A copy told to wait for a running call is answered with the id's outcome only if the
+/// ledger admitted the id for its own call. Here the call it waited on was a claim with its
+/// arguments, taken after another call had been admitted and finished with the id (a conflict
+/// once the ledger answered): the copy is a conflict too, noted on the recorded call, never
+/// answered with that call's result.
+pub(super) fn a_copy_is_answered_only_with_its_own_calls_outcome(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
+    ledger.admit("r", "c1", "t", "d1|caller", 10).unwrap();
+    ledger.finish("r", "c1", &completed("theirs")).unwrap();
+    block_on(async {
+        let claim = ledger.claim(call("d2|caller"), false).expect("claimed");
+        let copy = ledger.open_call(call("d2|caller"), Inline::Never).await;
+        assert!(matches!(copy, Err(Held::InFlight)), "the copy waits");
+        let settled = ledger.settle(claim, Ok(true), Inline::Never).await;
+        assert!(matches!(settled, Opened::Ordinary(_)));
+        let waited = ledger.waited(&call("d2|caller"), Inline::Never).await;
+        assert!(matches!(waited, Some(Held::Reused)), "{waited:?}");
+        let mallory = ledger.waited(&call("d2|mallory"), Inline::Never).await;
+        assert!(matches!(mallory, Some(Held::Foreign)), "{mallory:?}");
+        let own = ledger.waited(&call("d1|caller"), Inline::Never).await;
+        assert!(
+            matches!(own, Some(Held::Replay(r)) if *r == completed("theirs")),
+            "the recorded call's own copy gets its outcome"
+        );
+    });
+    assert_eq!(ledger.claims.len(), 0);
+    assert_eq!(
+        stages(&ledger, "r", "c1"),
+        pairs(&[
+            ("admit", "new"),
+            ("record", "completed"),
+            ("admit", "conflict"),
+            ("admit", "unauthorized"),
+        ])
+    );
+}
+
+/// A copy asking before the id has an outcome (or before it is admitted at all) is told
+/// nothing yet.
+pub(super) fn a_copy_waits_while_the_id_has_no_outcome(site: &dyn Site) {
+    let ledger = site.open(LedgerOptions::default());
+    block_on(async {
+        assert!(ledger
+            .waited(&call("d1|caller"), Inline::Never)
+            .await
+            .is_none());
+        ledger.admit("r", "c1", "t", "d1|caller", 10).unwrap();
+        assert!(ledger
+            .waited(&call("d1|caller"), Inline::Never)
+            .await
+            .is_none());
+        assert!(ledger
+            .waited(&call("d2|caller"), Inline::Never)
+            .await
+            .is_none());
+    });
+}

@@ -175,6 +175,7 @@ impl Runtime {
     }
 
     /// A duplicate of a running call waits for the original's recorded outcome (never runs).
+    /// The outcome answers it only if it is this call's ([`crate::ledger::Ledger::waited`]).
     pub(super) async fn await_original(&self, ctx: &RunContext, call: &ToolCall) -> ToolResult {
         let still_running = || {
             ToolResult::failed(
@@ -192,13 +193,18 @@ impl Runtime {
             .get(&call.name)
             .map_or(Duration::ZERO, |t| t.limits.deadline)
             + IN_FLIGHT_GRACE;
+        let (digest, size, _) = admission_digest(ctx, call);
+        let copy = open_call(ctx, call, digest, size, false);
         let until = Instant::now() + patience;
         let mut poll = IN_FLIGHT_POLL;
         while Instant::now() < until {
             tokio::time::sleep(poll).await;
             poll = (poll * 2).min(IN_FLIGHT_POLL_MAX);
-            if let Ok(Some(r)) = self.ledger.outcome(&ctx.run_id, &call.call_id) {
-                return r;
+            match self.ledger.waited(&copy, self.inline()).await {
+                Some(Held::Replay(recorded)) => return *recorded,
+                Some(Held::Reused) => return duplicate_call_id(call),
+                Some(Held::Foreign) => return foreign(call),
+                Some(Held::InFlight | Held::Fault(_)) | None => {}
             }
         }
         still_running()
