@@ -1,5 +1,6 @@
 //! Copies of a running call (the same run and call id) wait for the original's outcome, but
-//! only so many at once: copies of a long call cannot keep the host polling its ledger.
+//! only so many at once: copies of a long call cannot keep the host polling its ledger; and a
+//! copy whose original was given up before it was recorded runs the call itself.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +41,19 @@ async fn end_by_epochs(rt: &Runtime, call: &tokio::task::JoinHandle<ToolResult>)
             rt.sandbox().increment_epoch();
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Advance the manual epoch until `done` holds (bounded: 30 s), pausing this thread between
+/// ticks rather than awaiting a timer: a guest that spins between ticks on the worker that
+/// drives the runtime's timers would hold an awaited timer back until its fuel ran out.
+fn drive_epochs(rt: &Runtime, mut done: impl FnMut() -> bool) {
+    let stop = Instant::now() + Duration::from_secs(30);
+    while !done() && Instant::now() < stop {
+        for _ in 0..50 {
+            rt.sandbox().increment_epoch();
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -114,5 +128,55 @@ async fn waiting_copies_of_a_running_call_are_capped() {
     let next = next.await.unwrap();
     assert_eq!(next.status, Status::Failed);
     assert_eq!(next.code, Some(Code::DeadlineExceeded), "{next:?}");
+    assert_eq!(rt.executions(), 2);
+}
+
+/// A copy of a read call whose original is given up while it runs (its future dropped, as
+/// when its client goes away; a read is admitted with its outcome, so nothing of it was
+/// recorded) does not wait out the original's deadline for an answer that will never come:
+/// it runs the call itself, once, and its outcome is the id's one record, replayed after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_of_a_given_up_call_runs_it() {
+    let (_dir, path) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n\
+         [component.tools.spin-deadline]\nlimits = {{ fuel = 1_000_000_000_000, deadline_ms = 20_000 }}\n\
+         [component.tools.exfiltrate]\nnetwork = {{ allow = [\"127.0.0.1:47002\"] }}\n",
+        crate::support::own_data(),
+        toml_path(&guest("hostile")),
+    ));
+    let rt = Arc::new(Runtime::from_config(&path, EpochMode::Manual).unwrap());
+    let ctx = rt.context("p", "t");
+    let call = ToolCall {
+        call_id: "given-up".into(),
+        name: "spin_deadline".into(),
+        arguments: json!({}),
+    };
+    let original = spawn_call(&rt, &ctx, &call);
+    assert!(until(30, || rt.executions() == 1).await, "never started");
+    let copy = spawn_call(&rt, &ctx, &call);
+    // Give a wrongly answered copy time to show itself.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !copy.is_finished(),
+        "the copy waits while the original runs"
+    );
+
+    // Give the original up: the guest sees the abort at its next epoch tick (a few of its
+    // 2,000), long before its deadline.
+    original.abort();
+    drive_epochs(&rt, || original.is_finished());
+    assert!(original.await.unwrap_err().is_cancelled());
+
+    // The copy finds the id given up and runs the call itself; the epoch is advanced until it
+    // ends. Told to wait instead, it would answer "still running" after the original's 20 s
+    // deadline and 2 s grace, having run nothing.
+    drive_epochs(&rt, || copy.is_finished());
+    let ran = copy.await.unwrap();
+    assert_eq!(ran.code, Some(Code::DeadlineExceeded), "{ran:?}");
+    let calls = rt.ledger().calls(Some(&ctx.run_id)).unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].code, Some(Code::DeadlineExceeded));
+    let again = spawn_call(&rt, &ctx, &call).await.unwrap();
+    assert_eq!(again, ran);
     assert_eq!(rt.executions(), 2);
 }

@@ -122,6 +122,11 @@ impl Claims {
             .unwrap_or_default()
     }
 
+    /// Whether a claim holds `key` now.
+    pub(super) fn holds(&self, key: &ClaimKey) -> bool {
+        self.lock().contains_key(key)
+    }
+
     /// Claims held now.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {

@@ -37,7 +37,7 @@ use super::codec::now_ms;
 use super::events::PendingEvent;
 use super::group::Inline;
 use super::outcome::Outcome;
-use super::owner::{asked_by, reused, same_caller};
+use super::owner::{asked_by, same_caller};
 use super::write::{Admission, Applied, CallKey, Write};
 use super::{Ledger, LedgerError};
 use crate::contract::{Stage, ToolResult};
@@ -236,37 +236,14 @@ impl Ledger {
         }
     }
 
-    /// What a copy told [`Held::InFlight`] learns by asking again: `None` while the id has no
-    /// outcome (or cannot be read). The outcome is this copy's answer only if the ledger
-    /// admitted the id for this very call. The proposal a copy waited on may not be the one
-    /// admitted: a claim with the copy's arguments, taken after another call was admitted with
-    /// the same id, is itself a conflict. Then the copy is refused as that claim is: its own id
-    /// reused (`Reused`, the conflict noted on the recorded call) or another caller's
-    /// (`Foreign`, who asked noted).
-    pub async fn waited(&self, call: &OpenCall, inline: Inline) -> Option<Held> {
-        let key = &call.key;
-        let result = self.outcome(&key.run_id, &key.call_id).ok()??;
-        let (held, note) = match self.admitted_digest(&key.run_id, &key.call_id).await.ok()? {
-            Some(theirs) if theirs == key.args_digest => {
-                return Some(Held::Replay(Box::new(result)))
-            }
-            Some(theirs) if same_caller(&theirs, &key.args_digest) => (
-                Held::Reused,
-                reused(&key.tool, &key.args_digest, key.args_size),
-            ),
-            // Another caller's id, or one gone since: refused without answering anything of it.
-            _ => (
-                Held::Foreign,
-                asked_by(&call.principal, &call.tenant, &key.tool),
-            ),
-        };
-        self.append_noted(key, vec![note], inline).await;
-        Some(held)
-    }
-
     /// Append decisions a duplicate noted on a claim, after the claim ended, to the call the
     /// ledger knows (one commit each: a rare path).
-    async fn append_noted(&self, key: &CallKey, noted: Vec<PendingEvent>, inline: Inline) {
+    pub(super) async fn append_noted(
+        &self,
+        key: &CallKey,
+        noted: Vec<PendingEvent>,
+        inline: Inline,
+    ) {
         for event in noted {
             let write = Write::Event {
                 run_id: key.run_id.clone(),
@@ -473,7 +450,7 @@ pub(super) enum Opened<'l> {
     Ordinary(OpenCall),
 }
 
-fn claim_key(key: &CallKey) -> ClaimKey {
+pub(super) fn claim_key(key: &CallKey) -> ClaimKey {
     (key.run_id.clone(), key.call_id.clone())
 }
 

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::claims::Claiming;
 use super::contract_tests::{stages, usage, Site};
 use super::journal::Opened;
-use super::{CallKey, Held, Inline, Ledger, LedgerError, LedgerOptions, OpenCall};
+use super::{CallKey, Held, Inline, Ledger, LedgerError, LedgerOptions, OpenCall, Waited};
 use crate::contract::{Decision, Stage, ToolCall, ToolResult};
 
 /// Run `body` on a runtime of its own (the journal is async; the contract's bodies are not).
@@ -223,12 +223,18 @@ pub(super) fn a_copy_is_answered_only_with_its_own_calls_outcome(site: &dyn Site
         let settled = ledger.settle(claim, Ok(true), Inline::Never).await;
         assert!(matches!(settled, Opened::Ordinary(_)));
         let waited = ledger.waited(&call("d2|caller"), Inline::Never).await;
-        assert!(matches!(waited, Some(Held::Reused)), "{waited:?}");
+        assert!(
+            matches!(waited, Waited::Answered(Held::Reused)),
+            "{waited:?}"
+        );
         let mallory = ledger.waited(&call("d2|mallory"), Inline::Never).await;
-        assert!(matches!(mallory, Some(Held::Foreign)), "{mallory:?}");
+        assert!(
+            matches!(mallory, Waited::Answered(Held::Foreign)),
+            "{mallory:?}"
+        );
         let own = ledger.waited(&call("d1|caller"), Inline::Never).await;
         assert!(
-            matches!(own, Some(Held::Replay(r)) if *r == completed("theirs")),
+            matches!(own, Waited::Answered(Held::Replay(r)) if *r == completed("theirs")),
             "the recorded call's own copy gets its outcome"
         );
     });
@@ -244,23 +250,24 @@ pub(super) fn a_copy_is_answered_only_with_its_own_calls_outcome(site: &dyn Site
     );
 }
 
-/// A copy asking before the id has an outcome (or before it is admitted at all) is told
-/// nothing yet.
+/// A copy asking while the id has no outcome is told to wait — while a claim holds it, or
+/// once it is admitted — and told the original vanished when its claim was given up before
+/// admission (dropped), so that nothing will ever answer it.
 pub(super) fn a_copy_waits_while_the_id_has_no_outcome(site: &dyn Site) {
     let ledger = site.open(LedgerOptions::default());
     block_on(async {
-        assert!(ledger
-            .waited(&call("d1|caller"), Inline::Never)
-            .await
-            .is_none());
+        let claim = ledger.claim(call("d1|caller"), false).expect("claimed");
+        let copy = ledger.open_call(call("d1|caller"), Inline::Never).await;
+        assert!(matches!(copy, Err(Held::InFlight)));
+        let waited = ledger.waited(&call("d1|caller"), Inline::Never).await;
+        assert!(matches!(waited, Waited::Pending), "{waited:?}");
+        drop(claim);
+        let waited = ledger.waited(&call("d1|caller"), Inline::Never).await;
+        assert!(matches!(waited, Waited::Vanished), "{waited:?}");
         ledger.admit("r", "c1", "t", "d1|caller", 10).unwrap();
-        assert!(ledger
-            .waited(&call("d1|caller"), Inline::Never)
-            .await
-            .is_none());
-        assert!(ledger
-            .waited(&call("d2|caller"), Inline::Never)
-            .await
-            .is_none());
+        for digest in ["d1|caller", "d2|caller"] {
+            let waited = ledger.waited(&call(digest), Inline::Never).await;
+            assert!(matches!(waited, Waited::Pending), "{digest}: {waited:?}");
+        }
     });
 }

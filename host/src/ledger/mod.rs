@@ -77,8 +77,9 @@
 //! ended `outcome_unknown`, beside the original (`verdicts.rs` has its values).
 //!
 //! Over the facade, the call's own state: `journal.rs` (a call between its commits),
-//! `claims.rs` (this process's claims on ids admitted late), `owner.rs` (which caller an id
-//! is bound to) and `owed.rs` (outcomes an outage kept out).
+//! `claims.rs` (this process's claims on ids admitted late), `waiting.rs` (what a copy of a
+//! running call learns), `owner.rs` (which caller an id is bound to) and `owed.rs` (outcomes
+//! an outage kept out).
 
 mod admission;
 mod audit;
@@ -104,6 +105,7 @@ mod tasks;
 mod tokens;
 mod transcript;
 mod verdicts;
+mod waiting;
 mod write;
 
 #[cfg(test)]
@@ -146,6 +148,7 @@ pub use transcript::MAX_TRANSCRIPT_DETAIL;
 pub use verdicts::{
     Reconciliation, UnknownFilter, Verdict, MAX_LISTED_UNKNOWN, MAX_RECONCILE_TEXT_BYTES,
 };
+pub use waiting::Waited;
 pub use write::{Admission, Applied, Backend, CallKey, Write};
 
 use store::Store;

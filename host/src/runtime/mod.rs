@@ -11,6 +11,7 @@ mod approve;
 pub mod batch;
 mod check;
 mod clock;
+mod copies;
 mod limits;
 mod owner;
 mod pipeline;
@@ -29,8 +30,8 @@ use crate::sandbox::{Execution, Sandbox};
 use guards::{Concurrency, RateLimiter};
 
 pub use clock::Clock;
+pub use copies::MAX_WAITING_DUPLICATES;
 pub use diagnostics::Diagnostics;
-pub use pipeline::MAX_WAITING_DUPLICATES;
 pub use reconcile::ReconcileError;
 
 /// Largest serialized argument object accepted, checked before anything else looks at it.
@@ -57,7 +58,7 @@ pub struct Runtime {
     /// Calls in `run_call` or `refuse` right now: a lone call commits on its own thread when
     /// the ledger is idle (see `ledger/group.rs`).
     in_flight: std::sync::atomic::AtomicUsize,
-    /// Copies of running calls waiting for their originals now (`pipeline.rs`).
+    /// Copies of running calls waiting for their originals now (`copies.rs`).
     waiting_duplicates: std::sync::atomic::AtomicUsize,
 }
 

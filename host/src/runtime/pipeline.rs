@@ -2,7 +2,7 @@
 //! execute → check → record. Each stage may end the call; every ending is recorded in the ledger
 //! (committed) before it is returned, and nothing executes that an earlier stage stopped.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::contract::bounds::check_call;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
@@ -18,26 +18,6 @@ use super::owner::{admission_digest, foreign};
 use super::{clip, trace, Runtime};
 use crate::registry::Tool;
 use crate::telemetry::Laps;
-
-/// How soon a duplicate of a running call first checks whether the original has finished;
-/// each later check waits twice as long, up to [`IN_FLIGHT_POLL_MAX`].
-const IN_FLIGHT_POLL: Duration = Duration::from_millis(20);
-
-/// The longest wait between two checks of one waiting duplicate: a copy learns its result at
-/// most this late, and a long call's copies cost the ledger a few reads a second each.
-const IN_FLIGHT_POLL_MAX: Duration = Duration::from_millis(160);
-
-/// Extra wait, beyond the tool's deadline, for a running original before giving up.
-const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
-
-/// Copies of running calls that may wait for their originals at once, across this runtime.
-/// Each waiting copy holds a task and reads the ledger until its original ends (up to the
-/// tool's deadline): without a bound, a client sending copies of a long call could keep the
-/// host polling instead of serving, and hold a task per copy. As many as the default number
-/// of concurrent calls leaves room for a retry of every running call; past it a copy is
-/// answered at once `duplicate_call_id` ("still running"), as a copy that waited past its
-/// patience is.
-pub const MAX_WAITING_DUPLICATES: usize = 64;
 
 impl Runtime {
     /// Run one proposed call through every stage. `approval_token` is what a human minted for
@@ -82,15 +62,9 @@ impl Runtime {
             .visible_tool(&ctx.principal, &ctx.tenant, &call.name)
             .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));
         let opening = open_call(ctx, call, digest, size, late);
-        let admitted = self
-            .ledger
-            .open_call(opening, self.inline())
-            .instrument(tracing::debug_span!("admit"))
-            .await;
-        laps.lap("admit");
-        let mut journal = match admitted {
+        let mut journal = match self.open(ctx, call, opening, &mut laps).await {
             Ok(journal) => journal,
-            Err(held) => return self.held(ctx, call, held).await,
+            Err(answer) => return answer,
         };
         let result = self
             .stages(
@@ -162,7 +136,10 @@ impl Runtime {
     pub(super) async fn held(&self, ctx: &RunContext, call: &ToolCall, held: Held) -> ToolResult {
         match held {
             Held::Replay(recorded) => *recorded,
-            Held::InFlight => self.await_original(ctx, call).await,
+            Held::InFlight => self
+                .await_original(ctx, call)
+                .await
+                .unwrap_or_else(|| super::copies::still_running(call)),
             Held::Reused => duplicate_call_id(call),
             Held::Foreign => foreign(call),
             Held::Fault(e) => self.host_fault(
@@ -172,42 +149,6 @@ impl Runtime {
                 &e.to_string(),
             ),
         }
-    }
-
-    /// A duplicate of a running call waits for the original's recorded outcome (never runs).
-    /// The outcome answers it only if it is this call's ([`crate::ledger::Ledger::waited`]).
-    pub(super) async fn await_original(&self, ctx: &RunContext, call: &ToolCall) -> ToolResult {
-        let still_running = || {
-            ToolResult::failed(
-                call,
-                Code::DuplicateCallId,
-                "a call with this id is still running",
-                Usage::default(),
-            )
-        };
-        let Some(_waiting) = Waiting::enter(&self.waiting_duplicates) else {
-            return still_running();
-        };
-        let patience = self
-            .registry
-            .get(&call.name)
-            .map_or(Duration::ZERO, |t| t.limits.deadline)
-            + IN_FLIGHT_GRACE;
-        let (digest, size, _) = admission_digest(ctx, call);
-        let copy = open_call(ctx, call, digest, size, false);
-        let until = Instant::now() + patience;
-        let mut poll = IN_FLIGHT_POLL;
-        while Instant::now() < until {
-            tokio::time::sleep(poll).await;
-            poll = (poll * 2).min(IN_FLIGHT_POLL_MAX);
-            match self.ledger.waited(&copy, self.inline()).await {
-                Some(Held::Replay(recorded)) => return *recorded,
-                Some(Held::Reused) => return duplicate_call_id(call),
-                Some(Held::Foreign) => return foreign(call),
-                Some(Held::InFlight | Held::Fault(_)) | None => {}
-            }
-        }
-        still_running()
     }
 
     /// Stages 2–8, each decision noted on the call's journal; the caller records whatever
@@ -444,7 +385,13 @@ fn end(
 
 /// What the ledger is asked to open for a call: its admission key (the digest from
 /// [`admission_digest`], which binds the caller) and who asks.
-fn open_call(ctx: &RunContext, call: &ToolCall, digest: String, size: u64, late: bool) -> OpenCall {
+pub(super) fn open_call(
+    ctx: &RunContext,
+    call: &ToolCall,
+    digest: String,
+    size: u64,
+    late: bool,
+) -> OpenCall {
     OpenCall {
         key: CallKey {
             run_id: ctx.run_id.clone(),
@@ -472,26 +419,4 @@ pub(super) fn cancelled(call: &ToolCall, status: Status, code: Code) -> ToolResu
     let mut r = ToolResult::failed(call, code, "the call was cancelled", Usage::default());
     r.status = status;
     r
-}
-
-/// One copy waiting for its original, counted while it waits (see [`MAX_WAITING_DUPLICATES`]).
-struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> Waiting<'a> {
-    /// Count one more waiting copy, or `None` if [`MAX_WAITING_DUPLICATES`] already wait.
-    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> Option<Waiting<'a>> {
-        use std::sync::atomic::Ordering;
-        count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_WAITING_DUPLICATES).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Waiting(count))
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
 }
