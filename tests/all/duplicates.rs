@@ -33,15 +33,20 @@ async fn until(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-/// Advance the manual epoch (bounded: 30 s) until `call` has stopped.
-async fn end_by_epochs(rt: &Runtime, call: &tokio::task::JoinHandle<ToolResult>) {
-    let stop = Instant::now() + Duration::from_secs(30);
-    while !call.is_finished() && Instant::now() < stop {
-        for _ in 0..50 {
-            rt.sandbox().increment_epoch();
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+/// A host under a manual epoch whose `spin_deadline` spins until the epoch passes its 20 s
+/// deadline (the wall-clock backstop is far beyond any test's own steps).
+fn spinning_host() -> (tempfile::TempDir, Arc<Runtime>) {
+    let (dir, path) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n\
+         [component.tools.spin-deadline]\nlimits = {{ fuel = 1_000_000_000_000, deadline_ms = 20_000 }}\n\
+         [component.tools.exfiltrate]\nnetwork = {{ allow = [\"127.0.0.1:47002\"] }}\n",
+        crate::support::own_data(),
+        toml_path(&guest("hostile")),
+    ));
+    (
+        dir,
+        Arc::new(Runtime::from_config(&path, EpochMode::Manual).unwrap()),
+    )
 }
 
 /// Advance the manual epoch until `done` holds (bounded: 30 s), pausing this thread between
@@ -64,14 +69,7 @@ fn drive_epochs(rt: &Runtime, mut done: impl FnMut() -> bool) {
 /// copy answers its recorded result, nothing ran twice, and the host serves on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_copies_of_a_running_call_are_capped() {
-    let (_dir, path) = temp_config(&format!(
-        "data_dir = {}\n[[component]]\npath = {}\n\
-         [component.tools.spin-deadline]\nlimits = {{ fuel = 1_000_000_000_000, deadline_ms = 20_000 }}\n\
-         [component.tools.exfiltrate]\nnetwork = {{ allow = [\"127.0.0.1:47002\"] }}\n",
-        crate::support::own_data(),
-        toml_path(&guest("hostile")),
-    ));
-    let rt = Arc::new(Runtime::from_config(&path, EpochMode::Manual).unwrap());
+    let (_dir, rt) = spinning_host();
     let ctx = rt.context("p", "t");
     let call = ToolCall {
         call_id: "slow".into(),
@@ -97,7 +95,7 @@ async fn waiting_copies_of_a_running_call_are_capped() {
     assert!(!original.is_finished());
 
     // End the original: advance the epoch (bounded) until it has stopped.
-    end_by_epochs(&rt, &original).await;
+    drive_epochs(&rt, || original.is_finished());
     let original = original.await.unwrap();
     assert_eq!(original.code, Some(Code::DeadlineExceeded), "{original:?}");
 
@@ -124,7 +122,7 @@ async fn waiting_copies_of_a_running_call_are_capped() {
         ..call
     };
     let next = spawn_call(&rt, &ctx, &other);
-    end_by_epochs(&rt, &next).await;
+    drive_epochs(&rt, || next.is_finished());
     let next = next.await.unwrap();
     assert_eq!(next.status, Status::Failed);
     assert_eq!(next.code, Some(Code::DeadlineExceeded), "{next:?}");
@@ -137,14 +135,7 @@ async fn waiting_copies_of_a_running_call_are_capped() {
 /// it runs the call itself, once, and its outcome is the id's one record, replayed after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_of_a_given_up_call_runs_it() {
-    let (_dir, path) = temp_config(&format!(
-        "data_dir = {}\n[[component]]\npath = {}\n\
-         [component.tools.spin-deadline]\nlimits = {{ fuel = 1_000_000_000_000, deadline_ms = 20_000 }}\n\
-         [component.tools.exfiltrate]\nnetwork = {{ allow = [\"127.0.0.1:47002\"] }}\n",
-        crate::support::own_data(),
-        toml_path(&guest("hostile")),
-    ));
-    let rt = Arc::new(Runtime::from_config(&path, EpochMode::Manual).unwrap());
+    let (_dir, rt) = spinning_host();
     let ctx = rt.context("p", "t");
     let call = ToolCall {
         call_id: "given-up".into(),
