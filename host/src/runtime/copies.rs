@@ -64,13 +64,13 @@ impl Runtime {
             laps.lap("admit");
             match admitted {
                 Ok(journal) => return Ok(journal),
-                Err(Held::InFlight) => match self.await_original(ctx, call).await {
-                    Some(answer) => return Err(answer),
-                    None => {
-                        let (digest, size, _) = admission_digest(ctx, call);
-                        opening = open_call(ctx, call, digest, size, late);
+                Err(Held::InFlight) => {
+                    let copy = copy_of(ctx, call, late);
+                    match self.wait_for_original(call, &copy).await {
+                        Some(answer) => return Err(answer),
+                        None => opening = copy,
                     }
-                },
+                }
                 Err(held) => return Err(self.held(ctx, call, held).await),
             }
         }
@@ -85,6 +85,12 @@ impl Runtime {
         ctx: &RunContext,
         call: &ToolCall,
     ) -> Option<ToolResult> {
+        self.wait_for_original(call, &copy_of(ctx, call, false))
+            .await
+    }
+
+    /// [`Runtime::await_original`] for `copy`, the call as the ledger is asked about it.
+    async fn wait_for_original(&self, call: &ToolCall, copy: &OpenCall) -> Option<ToolResult> {
         let Some(_waiting) = Waiting::enter(&self.waiting_duplicates) else {
             return Some(still_running(call));
         };
@@ -93,14 +99,12 @@ impl Runtime {
             .get(&call.name)
             .map_or(Duration::ZERO, |t| t.limits.deadline)
             + IN_FLIGHT_GRACE;
-        let (digest, size, _) = admission_digest(ctx, call);
-        let copy = open_call(ctx, call, digest, size, false);
         let until = Instant::now() + patience;
         let mut poll = IN_FLIGHT_POLL;
         while Instant::now() < until {
             tokio::time::sleep(poll).await;
             poll = (poll * 2).min(IN_FLIGHT_POLL_MAX);
-            match self.ledger.waited(&copy, self.inline()).await {
+            match self.ledger.waited(copy, self.inline()).await {
                 Waited::Answered(Held::Replay(recorded)) => return Some(*recorded),
                 Waited::Answered(Held::Foreign) => return Some(foreign(call)),
                 Waited::Answered(Held::Reused) => return Some(duplicate_call_id(call)),
@@ -110,6 +114,13 @@ impl Runtime {
         }
         Some(still_running(call))
     }
+}
+
+/// `call` as the ledger is asked about it: its admission key (which binds the caller), opened
+/// `late` or not when it is opened again.
+fn copy_of(ctx: &RunContext, call: &ToolCall, late: bool) -> OpenCall {
+    let (digest, size, _) = admission_digest(ctx, call);
+    open_call(ctx, call, digest, size, late)
 }
 
 /// The answer to a copy whose original did not end while it waited (or that could not wait).
