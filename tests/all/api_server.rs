@@ -2,6 +2,16 @@
 //! (request line, headers, body) and answers by path:
 //! - `/echo...`: the whole request back as the body, and its `authorization` header back in
 //!   `x-echo-authorization` (a server that reflects credentials);
+//! - `/forms...`: the credential of its `authorization` header (after `Bearer `) in every form
+//!   an encoder might echo it in: each character `\u`-escaped, JSON-escaped as Go does,
+//!   percent-encoded, upper-cased, as hex, as base64 and base64url behind 0, 1 and 2 other
+//!   bytes, and as the name of a response header;
+//! - `/compressed...`: the echo with `content-encoding: gzip`, whatever was asked; its body is
+//!   the request reversed, which stands for a compression no search sees through;
+//! - `/partial...`: a `206` with the credential's first 12 bytes, whatever was asked (a server
+//!   that honours `range` or ignores its absence);
+//! - `/slice-N`: a `200` with 12 bytes of the credential from byte N (an API that itself hands
+//!   the value out in pieces, the gap no host closes);
 //! - `/hold...`: `{"ok":true}` once [`ApiServer::release`] was called (a slow API);
 //! - `/jwks...`: the key set it was started with ([`ApiServer::serving`]), as an issuer does;
 //! - anything else: `{"ok":true}` at once.
@@ -181,8 +191,27 @@ async fn serve(
     seen.lock().unwrap().push(req.clone());
     let mut extra = String::new();
     let jwks = fixed.lock().unwrap().clone();
+    let credential = req
+        .header("authorization")
+        .map(|a| a.trim_start_matches("Bearer ").to_string())
+        .unwrap_or_default();
+    let mut status = "200 OK";
     let body = if let Some(jwks) = jwks.filter(|_| path.starts_with("/jwks")) {
         jwks
+    } else if path.starts_with("/forms") {
+        extra = format!("x-{credential}: 1\r\n");
+        every_form(&credential)
+    } else if path.starts_with("/compressed") {
+        extra = "content-encoding: gzip\r\n".to_string();
+        req.text().chars().rev().collect()
+    } else if path.starts_with("/partial") {
+        let piece = &credential[..credential.len().min(12)];
+        extra = format!("content-range: bytes 0-11/{}\r\n", credential.len());
+        status = "206 Partial Content";
+        piece.to_string()
+    } else if let Some(from) = path.strip_prefix("/slice-") {
+        let from = from.parse::<usize>().unwrap_or(0).min(credential.len());
+        credential[from..credential.len().min(from + 12)].to_string()
     } else if path.starts_with("/echo") {
         if let Some(auth) = req.header("authorization") {
             extra = format!("x-echo-authorization: {auth}\r\n");
@@ -195,10 +224,39 @@ async fn serve(
         "{\"ok\":true}".to_string()
     };
     let reply = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{extra}\
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{extra}\
          connection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = sock.write_all(reply.as_bytes()).await;
     let _ = sock.shutdown().await;
+}
+
+/// `value` in every form [`ApiServer`]'s `/forms` path sends, one per line.
+pub fn every_form(value: &str) -> String {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+    use base64::Engine as _;
+    let unicode: String = value.bytes().map(|b| format!("\\u{b:04x}")).collect();
+    let go: String = value
+        .chars()
+        .map(|c| match c {
+            '<' | '>' | '&' => format!("\\u{:04x}", c as u32),
+            '"' | '\\' => format!("\\{c}"),
+            c => c.to_string(),
+        })
+        .collect();
+    let percent: String = value.bytes().map(|b| format!("%{b:02X}")).collect();
+    let mut forms = vec![
+        format!("{{\"unicode\":\"{unicode}\",\"go\":\"{go}\"}}"),
+        format!("https://example.com/?token={percent}"),
+        value.to_ascii_uppercase(),
+        value.to_ascii_lowercase(),
+        hex::encode(value),
+        hex::encode_upper(value),
+    ];
+    for pad in ["", "a", "ab"] {
+        forms.push(STANDARD.encode(format!("{pad}{value}")));
+        forms.push(URL_SAFE.encode(format!("{pad}{value}")));
+    }
+    forms.join("\n")
 }

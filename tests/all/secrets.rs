@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use toolhost::{EpochMode, Runtime, Status};
 
-use crate::api_server::ApiServer;
+use crate::api_server::{every_form, ApiServer};
 use crate::call_context::{downstream_config, SECRET};
 use crate::support::{call, shared_cache, toml_path};
 
@@ -149,6 +149,90 @@ async fn a_secret_reaches_only_its_host_and_never_comes_back() {
     w.assert_data_clean();
 }
 
+/// A server that echoes the value in any form the host can compute (every JSON escape, percent,
+/// case, hex, base64 and base64url at each alignment, a header name) is answered with only
+/// placeholders: no form of the value reaches the guest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echo_in_any_form_reaches_the_guest_as_a_placeholder() {
+    let w = World::new().await;
+    let echoed = w.leak("header", &w.bound.url("/forms")).await;
+    let folded = echoed.to_ascii_lowercase();
+    assert!(!folded.contains(&SECRET.to_ascii_lowercase()), "{echoed}");
+    assert!(!folded.contains(&hex::encode(SECRET)), "{echoed}");
+    for form in every_form(SECRET).lines() {
+        assert!(!echoed.contains(form), "{form} came through: {echoed}");
+    }
+    // Twelve lines of forms (the JSON line holds two) and the header name.
+    assert_eq!(echoed.matches(PLACEHOLDER).count(), 13, "{echoed}");
+    let renamed = format!("x-{}", PLACEHOLDER.to_ascii_lowercase());
+    assert!(echoed.contains(&renamed), "{echoed}");
+    w.assert_data_clean();
+}
+
+/// A request to the secret's host asks for its answer whole and plain whatever the guest asked
+/// (no `accept-encoding: gzip`, `range`, `if-range` or `te` reaches it); an answer that comes
+/// compressed or partial anyway is refused, so the guest never reads a value in a shape no
+/// search sees through. A host the secret is not bound to gets the guest's headers as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_hosts_answer_is_never_compressed_or_partial() {
+    let w = World::new().await;
+    let echoed = w.leak("shaped", &w.bound.url("/echo")).await;
+    let got = w.bound.requests().pop().unwrap();
+    assert_eq!(
+        got.header("authorization"),
+        Some(format!("Bearer {SECRET}"))
+    );
+    assert_eq!(got.header("accept-encoding").as_deref(), Some("identity"));
+    for name in ["range", "if-range", "te"] {
+        assert_eq!(got.header(name), None, "{name} reached the server");
+    }
+    assert!(echoed.starts_with("status 200"), "{echoed}");
+    assert!(echoed.contains(PLACEHOLDER), "{echoed}");
+
+    let compressed = w.leak("shaped", &w.bound.url("/compressed")).await;
+    assert_eq!(
+        compressed, "request failed: HttpResponseContentCoding(Some(\"gzip\"))",
+        "{compressed}"
+    );
+    let reversed: String = SECRET.chars().rev().collect();
+    assert!(!compressed.contains(&reversed));
+    let partial = w.leak("shaped", &w.bound.url("/partial")).await;
+    assert!(
+        partial.starts_with("request failed: InternalError(Some(\"a partial answer"),
+        "{partial}"
+    );
+    assert!(!partial.contains(&SECRET[..12]), "{partial}");
+
+    let elsewhere = w.leak("shaped", &w.other.url("/partial")).await;
+    let got = w.other.requests().pop().unwrap();
+    assert_eq!(got.header("accept-encoding").as_deref(), Some("gzip, br"));
+    assert_eq!(got.header("range").as_deref(), Some("bytes=0-11"));
+    assert!(elsewhere.starts_with("status 206"), "{elsewhere}");
+    // The host keeps serving the secret's host after refusing.
+    let after = w.leak("header", &w.bound.url("/echo")).await;
+    assert!(after.starts_with("status 200"), "{after}");
+    w.assert_data_clean();
+}
+
+/// The named gap, measured: an API that itself hands out the value in pieces (12 bytes a call
+/// here) gives it whole to a guest in `ceil(len / 12)` calls (3 for this 30-byte value), since
+/// no piece is a form of the value. Bind a secret only to an API that never does this.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_handed_out_in_pieces_by_its_own_api_is_not_caught() {
+    let w = World::new().await;
+    let mut whole = String::new();
+    for from in (0..SECRET.len()).step_by(12) {
+        let got = w
+            .leak("header", &w.bound.url(&format!("/slice-{from}")))
+            .await;
+        whole.push_str(got.rsplit('\n').next().unwrap());
+    }
+    assert_eq!(
+        whole, SECRET,
+        "the gap is closed: update docs/threat-model.md"
+    );
+}
+
 /// Whatever the guest holds and writes (its result, logs, progress, stdout, stderr, a file, its
 /// environment) is the placeholder; one call's placeholder differs from the next one's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,6 +351,10 @@ const LEAKS: &[(&str, fn())] = &[
     (
         "header",
         a_secret_reaches_only_its_host_and_never_comes_back,
+    ),
+    (
+        "shaped",
+        a_secret_hosts_answer_is_never_compressed_or_partial,
     ),
     ("query", a_secret_reaches_only_its_host_and_never_comes_back),
     ("body", a_secret_reaches_only_its_host_and_never_comes_back),

@@ -64,6 +64,20 @@ impl exports::example::downstream::thief::Guest for Downstream {
                     Err(e) => e,
                 }
             }
+            Leak::Shaped => {
+                let headers = [
+                    ("authorization", format!("Bearer {held}")),
+                    ("x-leak", held),
+                    ("accept-encoding", "gzip, br".to_string()),
+                    ("range", "bytes=0-11".to_string()),
+                    ("if-range", "\"v1\"".to_string()),
+                    ("te", "gzip".to_string()),
+                ];
+                match http::send("GET", &url, &headers, None) {
+                    Ok(r) => format!("status {}\n{}\n{}", r.status, r.headers, r.body),
+                    Err(e) => e,
+                }
+            }
             Leak::Query => {
                 let sep = if url.contains('?') { '&' } else { '?' };
                 match http::send("GET", &format!("{url}{sep}token={held}"), &[], None) {

@@ -131,7 +131,7 @@ fn with_network(dirs: Vec<DirGrant>, network: Option<&NetworkGrant>) -> Grant {
             network.map(|n| n.allow.clone()).unwrap_or_default(),
         ),
         dns: network.is_some_and(|n| n.dns),
-        secrets: Vec::new(),
+        secrets: Default::default(),
     }
 }
 

@@ -109,11 +109,13 @@ fn read_file(path: &PathBuf) -> Result<String, String> {
 
 /// The secrets `grant` may use: those with a host its network allows.
 pub fn bind(grant: &mut Grant, secrets: &[Arc<Secret>]) {
-    grant.secrets = secrets
-        .iter()
-        .filter(|s| s.hosts.entries().iter().any(|h| grant.network.allows(h)))
-        .cloned()
-        .collect();
+    grant.secrets = crate::sandbox::Secrets::new(
+        secrets
+            .iter()
+            .filter(|s| s.hosts.entries().iter().any(|h| grant.network.allows(h)))
+            .cloned()
+            .collect(),
+    );
 }
 
 /// Every host of every secret must be allowed by one of `grants` (the component's and its

@@ -11,7 +11,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use super::host_dir::HostDir;
 use super::network::Allowlist;
-use super::secrets::{CallSecrets, Secret};
+use super::secrets::{CallSecrets, Secrets};
 use super::SandboxError;
 
 /// A host directory visible to the guest.
@@ -101,7 +101,7 @@ pub struct Grant {
     /// Whether `wasi:sockets/ip-name-lookup` works.
     pub dns: bool,
     /// Credentials the tool uses by placeholder (each with a host in `network`).
-    pub secrets: Vec<Arc<Secret>>,
+    pub secrets: Secrets,
 }
 
 impl Grant {

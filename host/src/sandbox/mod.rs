@@ -6,6 +6,7 @@
 
 mod descriptors;
 mod disk;
+mod echo;
 mod engine;
 mod executor;
 mod grant;
@@ -42,7 +43,7 @@ pub use host_dir::{check_caller_name, HostDir, HostDirError, MAX_CALLER_COMPONEN
 pub use limits::*;
 pub use network::{Allowlist, HostPort};
 pub use secrets::{
-    CallSecrets, Secret, SecretValue, SecretValueError, MAX_SECRETS_PER_COMPONENT,
+    CallSecrets, Secret, SecretValue, SecretValueError, Secrets, MAX_SECRETS_PER_COMPONENT,
     MAX_SECRET_BYTES, MIN_SECRET_BYTES,
 };
 /// wasmtime's trap kinds, as [`Fault::Trap`] carries them.

@@ -152,8 +152,11 @@ impl Allowlist {
 /// `wasi:http` hooks of one call: every request whose authority is not on the allowlist is
 /// refused, at most [`MAX_HTTP_REQUESTS_IN_FLIGHT`] are in flight, and a body buffers at most
 /// two writes of [`HTTP_BODY_CHUNK_BYTES`]. A request to a secret's host carries the secret's
-/// value in place of its placeholder (headers only); every response has the call's secret
-/// values redacted from its headers, body and trailers.
+/// value in place of its placeholder (headers only), asks for its answer whole and plain, and
+/// has a compressed or partial answer refused; every response has the call's secret values
+/// redacted from its header names and values, body and trailers. Redirects are not followed:
+/// the guest sees a `3xx` (its `location` redacted) and a request it sends on to another host
+/// never carries a value bound elsewhere.
 pub struct HttpPolicy {
     allow: Allowlist,
     secrets: CallSecrets,
@@ -217,8 +220,10 @@ impl WasiHttpHooks for HttpPolicy {
         if !allowed {
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
-        if !self.secrets.is_empty() {
+        let shaped = self.secrets.bound_to(&host, port);
+        if shaped {
             self.substitute(&mut request, &host, port, https);
+            ask_for_whole_plain_answer(request.headers_mut());
         }
         let secrets = self.secrets.clone();
         // The permit lives as long as the connection's I/O, which ends when the guest drops
@@ -229,6 +234,9 @@ impl WasiHttpHooks for HttpPolicy {
         Box::new(async move {
             use http_body_util::BodyExt;
             let (mut res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            if shaped {
+                refuse_unsearchable(&res)?;
+            }
             let io = async move {
                 let _permit = permit;
                 io.await
@@ -252,6 +260,65 @@ impl WasiHttpHooks for HttpPolicy {
     fn p2_outgoing_body_chunk_size(&mut self) -> usize {
         HTTP_BODY_CHUNK_BYTES
     }
+}
+
+/// The request headers that choose the shape of an answer: a compressed or partial answer
+/// holds a secret's echo in a form no search finds (gzip, 12-byte ranges), so a request to a
+/// secret's host never carries them.
+const SHAPING_HEADERS: [http::HeaderName; 4] = [
+    http::header::ACCEPT_ENCODING,
+    http::header::RANGE,
+    http::header::IF_RANGE,
+    http::header::TE,
+];
+
+/// Take the guest's shaping headers out of a request to a secret's host and ask for the
+/// answer whole and as it is (`accept-encoding: identity`).
+fn ask_for_whole_plain_answer(headers: &mut http::HeaderMap) {
+    for name in SHAPING_HEADERS {
+        headers.remove(name);
+    }
+    headers.insert(
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("identity"),
+    );
+}
+
+/// Refuse an answer to a request to a secret's host that came compressed, with a transfer
+/// coding other than chunked, or partial (a server that ignored the request's headers): what
+/// the host cannot search for a value, the guest never reads.
+fn refuse_unsearchable<B>(res: &http::Response<B>) -> Result<(), HttpError> {
+    let h = res.headers();
+    for coding in h.get_all(http::header::CONTENT_ENCODING) {
+        let text = String::from_utf8_lossy(coding.as_bytes());
+        if text
+            .split(',')
+            .any(|c| !c.trim().eq_ignore_ascii_case("identity"))
+        {
+            return Err(HttpError::HttpResponseContentCoding(Some(
+                text.into_owned(),
+            )));
+        }
+    }
+    for coding in h.get_all(http::header::TRANSFER_ENCODING) {
+        let text = String::from_utf8_lossy(coding.as_bytes());
+        if text
+            .split(',')
+            .any(|c| !c.trim().eq_ignore_ascii_case("chunked"))
+        {
+            return Err(HttpError::HttpResponseTransferCoding(Some(
+                text.into_owned(),
+            )));
+        }
+    }
+    if res.status() == http::StatusCode::PARTIAL_CONTENT
+        || h.contains_key(http::header::CONTENT_RANGE)
+    {
+        return Err(HttpError::InternalError(Some(
+            "a partial answer to a request to a secret's host is refused".to_string(),
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -278,6 +345,54 @@ mod tests {
         assert!(!l.allows_authority("evil.example.com", 443));
         assert!(l.allows_authority("[0:0:0:0:0:0:0:1]", 80));
         assert!(!list(&[]).allows_authority("127.0.0.1", 8080));
+    }
+
+    /// A request to a secret's host loses every header that shapes the answer and asks for
+    /// it plain; a compressed, transfer-coded or partial answer is refused.
+    #[test]
+    fn a_secret_hosts_answer_is_whole_and_plain() {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in [
+            ("accept-encoding", "gzip, br"),
+            ("range", "bytes=0-11"),
+            ("if-range", "\"x\""),
+            ("te", "gzip"),
+            ("x-other", "kept"),
+        ] {
+            h.append(k, v.parse().unwrap());
+        }
+        ask_for_whole_plain_answer(&mut h);
+        assert_eq!(h.len(), 2, "{h:?}");
+        assert_eq!(h["accept-encoding"], "identity");
+        assert_eq!(h["x-other"], "kept");
+
+        let answer = |status: u16, headers: &[(&str, &str)]| {
+            let mut b = http::Response::builder().status(status);
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            refuse_unsearchable(&b.body(()).unwrap())
+        };
+        assert!(answer(200, &[]).is_ok());
+        assert!(answer(200, &[("content-encoding", "identity")]).is_ok());
+        assert!(answer(200, &[("transfer-encoding", "chunked")]).is_ok());
+        assert!(matches!(
+            answer(200, &[("content-encoding", "gzip")]),
+            Err(HttpError::HttpResponseContentCoding(Some(c))) if c == "gzip"
+        ));
+        assert!(matches!(
+            answer(200, &[("content-encoding", "identity, br")]),
+            Err(HttpError::HttpResponseContentCoding(_))
+        ));
+        assert!(matches!(
+            answer(200, &[("transfer-encoding", "gzip, chunked")]),
+            Err(HttpError::HttpResponseTransferCoding(_))
+        ));
+        assert!(matches!(answer(206, &[]), Err(HttpError::InternalError(_))));
+        assert!(matches!(
+            answer(200, &[("content-range", "bytes 0-11/40")]),
+            Err(HttpError::InternalError(_))
+        ));
     }
 
     /// Raw sockets: connect only to the list, implicit wildcard binds only, never listen or UDP.

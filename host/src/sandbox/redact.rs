@@ -9,61 +9,47 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use wasmtime::component::Val;
 
+use super::echo::Span;
 use super::secrets::CallSecrets;
 
-/// `hay` with every occurrence of each `from` replaced by its `to`, leftmost first (the longest
-/// of those starting at one place); `None` when nothing matched. Each pattern's next match is searched for once per match it makes,
-/// so the work is linear in `hay` for each pattern.
-pub(super) fn replace_all(hay: &[u8], pairs: &[(&[u8], &[u8])]) -> Option<Vec<u8>> {
-    let (out, _, any) = replace_before(hay, pairs, hay.len());
-    any.then_some(out)
-}
-
-/// Replace the matches of `pairs` in `hay` that start before `limit`: the text up to the end of
-/// the last such match or `limit` (whichever is later) with them replaced, how many bytes of
-/// `hay` that covers, and whether anything matched.
-fn replace_before(hay: &[u8], pairs: &[(&[u8], &[u8])], limit: usize) -> (Vec<u8>, usize, bool) {
-    let finders: Vec<memchr::memmem::Finder<'_>> = pairs
-        .iter()
-        .map(|(from, _)| memchr::memmem::Finder::new(from))
-        .collect();
-    let find = |i: usize, from: usize| finders[i].find(&hay[from..]).map(|at| from + at);
-    let mut next: Vec<Option<usize>> = (0..pairs.len()).map(|i| find(i, 0)).collect();
-    let mut out = Vec::with_capacity(hay.len());
-    let (mut pos, mut any) = (0, false);
-    loop {
-        let best = next
-            .iter()
-            .enumerate()
-            .filter_map(|(i, at)| at.filter(|&a| a < limit).map(|a| (a, i)))
-            .min_by_key(|&(a, i)| (a, std::cmp::Reverse(pairs[i].0.len())));
-        let Some((at, i)) = best else { break };
-        out.extend_from_slice(&hay[pos..at]);
-        out.extend_from_slice(pairs[i].1);
-        pos = at + pairs[i].0.len();
-        any = true;
-        for (j, slot) in next.iter_mut().enumerate() {
-            if slot.is_some_and(|a| a < pos) {
-                *slot = if pos <= hay.len() { find(j, pos) } else { None };
-            }
-        }
+/// `text[from..]` with the spans that start before `limit` replaced by their owners'
+/// placeholders, up to `limit` or the end of the last such span, whichever is later: the bytes
+/// out and where in `text` they end. A span that starts before `from` (a part already passed on)
+/// is replaced from `from` on.
+fn render(
+    text: &[u8],
+    spans: &[Span],
+    from: usize,
+    limit: usize,
+    secrets: &CallSecrets,
+) -> (Vec<u8>, usize) {
+    let mut out = Vec::with_capacity(limit.saturating_sub(from));
+    let mut pos = from;
+    for s in spans.iter().filter(|s| s.end > from && s.start < limit) {
+        let start = s.start.max(pos);
+        out.extend_from_slice(&text[pos..start]);
+        out.extend_from_slice(secrets.placeholder(s.owner));
+        pos = s.end.max(pos);
     }
-    let end = pos.max(limit.min(hay.len()));
-    out.extend_from_slice(&hay[pos..end]);
-    (out, end, any)
+    let end = pos.max(limit.min(text.len()));
+    out.extend_from_slice(&text[pos..end]);
+    (out, end)
 }
 
 impl CallSecrets {
-    /// `bytes` with every secret value replaced by its placeholder (`None`: nothing to replace).
+    /// `bytes` with every form of every secret value replaced by its placeholder (`None`:
+    /// nothing to replace).
     pub fn redact_bytes(&self, bytes: &[u8]) -> Option<Vec<u8>> {
-        if self.is_empty() {
+        let forms = self.forms.as_ref()?;
+        let scan = forms.scan(bytes);
+        if scan.spans.is_empty() {
             return None;
         }
-        replace_all(bytes, &self.redactions())
+        Some(render(bytes, &scan.spans, 0, bytes.len(), self).0)
     }
 
-    /// `text` with every secret value replaced by its placeholder. Values are ASCII, so the
-    /// result is UTF-8 whenever `text` is.
+    /// `text` with every secret value replaced by its placeholder. Placeholders are ASCII and
+    /// replace whole forms (ASCII too), so the result is UTF-8 whenever `text` is.
     pub fn redact_string(&self, text: String) -> String {
         match self.redact_bytes(text.as_bytes()) {
             Some(out) => String::from_utf8(out)
@@ -73,35 +59,30 @@ impl CallSecrets {
     }
 
     /// Captured bytes redacted; when they were `cut` at a capacity, also without a trailing
-    /// start of a value (what a cut through a value would leave).
+    /// start of a form of a value (what a cut through a value would leave).
     pub fn redact_cut(&self, bytes: Vec<u8>, cut: bool) -> Vec<u8> {
-        if self.is_empty() {
+        let Some(forms) = &self.forms else {
+            return bytes;
+        };
+        let scan = forms.scan(&bytes);
+        let limit = if cut {
+            forms.cut_start(&bytes, &scan)
+        } else {
+            bytes.len()
+        };
+        if scan.spans.is_empty() && limit == bytes.len() {
             return bytes;
         }
-        let mut out = self.redact_bytes(&bytes).unwrap_or(bytes);
-        if !cut {
-            return out;
-        }
-        let partial = self
-            .redactions()
-            .iter()
-            .filter_map(|(value, _)| {
-                (1..value.len())
-                    .rev()
-                    .find(|&n| out.len() >= n && out.ends_with(&value[..n]))
-            })
-            .max();
-        if let Some(n) = partial {
-            out.truncate(out.len() - n);
-        }
-        out
+        // A whole form that runs past the cut stands as its placeholder; nothing after it.
+        render(&bytes, &scan.spans, 0, limit, self).0
     }
 
-    /// The first `max` bytes of `text` (and the length of one value more) redacted, without a
-    /// trailing start of a value; whether anything of `text` was left out. The caller cuts the
-    /// result to `max` bytes: no value, whole or in part, survives that cut.
+    /// The first `max` bytes of `text` (and as many more as one form may span) redacted,
+    /// without a trailing start of a form; whether anything of `text` was left out. The caller
+    /// cuts the result to `max` bytes: no value, whole or in part, survives that cut.
     pub fn redact_window(&self, text: &str, max: usize) -> (String, bool) {
-        let end = text.floor_char_boundary(max.saturating_add(self.longest()));
+        let reach = self.forms.as_ref().map_or(0, |f| f.reach());
+        let end = text.floor_char_boundary(max.saturating_add(reach));
         let out = self.redact_cut(text.as_bytes()[..end].to_vec(), end < text.len());
         let text_out = String::from_utf8(out)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
@@ -129,31 +110,45 @@ impl CallSecrets {
         }
     }
 
-    /// Header values redacted in place; `content-length` removed, since a redacted body may
-    /// have another length (and the original one would tell the value's length).
+    /// Header names and values redacted; `content-length` removed, since a redacted body may
+    /// have another length (and the original one would tell the value's length). A header
+    /// whose redacted name or value is not valid is dropped, never kept as it came.
     pub fn redact_headers(&self, headers: &mut http::HeaderMap) {
         if self.is_empty() {
             return;
         }
         headers.remove(http::header::CONTENT_LENGTH);
-        for value in headers.values_mut() {
-            if let Some(out) = self.redact_bytes(value.as_bytes()) {
-                // A replaced value holds only bytes of the original and of a placeholder.
-                if let Ok(v) = http::HeaderValue::from_bytes(&out) {
-                    *value = v;
-                }
+        let mut name = None;
+        for (next, value) in std::mem::take(headers) {
+            if let Some(next) = next {
+                name = match self.redact_bytes(next.as_str().as_bytes()) {
+                    Some(out) => http::HeaderName::from_bytes(&out).ok(),
+                    None => Some(next),
+                };
             }
+            let Some(name) = &name else { continue };
+            let value = match self.redact_bytes(value.as_bytes()) {
+                Some(out) => match http::HeaderValue::from_bytes(&out) {
+                    Ok(v) => v,
+                    Err(_) => continue,
+                },
+                None => value,
+            };
+            headers.append(name.clone(), value);
         }
     }
 }
 
-/// A response body with every secret value replaced by its placeholder, also across frame
-/// boundaries: the last `longest - 1` bytes of what arrived wait for the next frame.
+/// A response body with every form of every secret value replaced by its placeholder, also
+/// across frame boundaries: the last bytes of what arrived, as many as one form may span, wait
+/// for the next frame.
 pub struct RedactedBody<B> {
     inner: B,
     secrets: CallSecrets,
-    /// Bytes received and not yet passed on (shorter than the longest value).
+    /// Bytes received: the first `sent` were passed on (kept so that an escape sequence cut
+    /// by a frame is decoded whole), the rest not yet.
     tail: BytesMut,
+    sent: usize,
     /// Trailers that arrived while a tail was still to be passed on.
     trailers: Option<http::HeaderMap>,
     ended: bool,
@@ -165,31 +160,47 @@ impl<B> RedactedBody<B> {
             inner,
             secrets,
             tail: BytesMut::new(),
+            sent: 0,
             trailers: None,
             ended: false,
         }
     }
 
-    /// Pass on what arrived, keeping back what could be the start of a value.
+    /// Pass on what arrived, keeping back what could be the start of a form. What is kept of
+    /// the part passed on starts where every decoder starts afresh.
     fn take_data(&mut self, data: Bytes) -> Option<Bytes> {
+        let Some(forms) = self.secrets.forms.as_ref() else {
+            return Some(data);
+        };
         self.tail.extend_from_slice(&data);
-        let keep = self.secrets.longest().saturating_sub(1);
-        if self.tail.len() <= keep {
+        let keep = forms.reach().saturating_sub(1);
+        if self.tail.len() - self.sent <= keep {
             return None;
         }
         let limit = self.tail.len() - keep;
-        let (out, used, _) = replace_before(&self.tail, &self.secrets.redactions(), limit);
-        let _ = self.tail.split_to(used);
+        let scan = forms.scan(&self.tail);
+        let (out, end) = render(&self.tail, &scan.spans, self.sent, limit, &self.secrets);
+        let restart = scan.restart(end);
+        let _ = self.tail.split_to(restart);
+        self.sent = end - restart;
         Some(Bytes::from(out))
     }
 
     /// Everything still held, redacted.
     fn flush(&mut self) -> Option<Bytes> {
-        if self.tail.is_empty() {
+        if self.tail.len() == self.sent {
             return None;
         }
         let held = self.tail.split().freeze();
-        Some(self.secrets.redact_bytes(&held).map_or(held, Bytes::from))
+        let from = std::mem::take(&mut self.sent);
+        let out = match &self.secrets.forms {
+            Some(forms) => {
+                let scan = forms.scan(&held);
+                render(&held, &scan.spans, from, held.len(), &self.secrets).0
+            }
+            None => held[from..].to_vec(),
+        };
+        Some(Bytes::from(out))
     }
 }
 
@@ -239,7 +250,7 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended && self.tail.is_empty() && self.trailers.is_none()
+        self.ended && self.tail.len() == self.sent && self.trailers.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -250,7 +261,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::secrets::{Secret, SecretValue};
+    use crate::sandbox::secrets::{Secret, SecretValue, Secrets};
     use crate::sandbox::Allowlist;
     use http_body_util::BodyExt;
     use std::sync::Arc;
@@ -267,7 +278,7 @@ mod tests {
                 })
             })
             .collect();
-        let call = CallSecrets::new(&list);
+        let call = CallSecrets::new(&Secrets::new(list));
         let placeholders = call.env().map(|(_, p)| p.to_string()).collect();
         (call, placeholders)
     }
@@ -323,10 +334,14 @@ mod tests {
     fn a_window_keeps_no_part_of_a_value() {
         let long = format!("tok_{}", "L".repeat(300));
         let (call, p) = secrets(&[long.as_str()]);
-        let text = format!("{long} {long} tail");
+        // Longer than the window and the reach of a form (hex, every byte escaped) together.
+        let text = format!("{long} ").repeat(20) + "tail";
         let (out, cut) = call.redact_window(&text, 10);
         assert!(cut);
-        assert_eq!(out, format!("{0} {0} ", p[0])[..out.len()].to_string());
+        assert_eq!(
+            out,
+            format!("{} ", p[0]).repeat(20)[..out.len()].to_string()
+        );
         assert!(!out.contains("tok_L"), "{out}");
         let (whole, cut) = call.redact_window("short", 10);
         assert_eq!((whole.as_str(), cut), ("short", false));
@@ -368,15 +383,60 @@ mod tests {
         }
     }
 
-    /// Headers are redacted and lose `content-length`.
+    /// Escaped and encoded echoes split over frames anywhere, after a run of backslashes of
+    /// either parity, come out with the placeholder; the rest of the body is unchanged.
+    #[tokio::test]
+    async fn encoded_echoes_are_redacted_across_frames() {
+        let value = "sk_live_AAAA/BB";
+        let (call, p) = secrets(&[value]);
+        let unicode: String = value.bytes().map(|b| format!("\\u{b:04x}")).collect();
+        let percent: String = value.bytes().map(|b| format!("%{b:02x}")).collect();
+        for (form, run) in [
+            (unicode.as_str(), "\\\\"),
+            (&percent, "\\\\\\"),
+            (&hex::encode(value), ""),
+        ] {
+            let text = format!("{{\"a\":\"x{run}\",\"b\":\"{form}\"}} tail");
+            let want = format!("{{\"a\":\"x{run}\",\"b\":\"{}\"}} tail", p[0]);
+            for size in [1, 2, 3, 5, 7, 64] {
+                let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = text
+                    .as_bytes()
+                    .chunks(size)
+                    .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+                    .collect();
+                let inner = http_body_util::StreamBody::new(futures::stream::iter(frames));
+                let body = RedactedBody::new(inner, call.clone());
+                let out = body.collect().await.unwrap().to_bytes();
+                assert_eq!(
+                    String::from_utf8_lossy(&out),
+                    want,
+                    "{form}, frames of {size}"
+                );
+            }
+        }
+    }
+
+    /// A header whose name or value holds the value, in any case, is redacted; `content-length`
+    /// goes.
     #[test]
     fn headers_are_redacted() {
         let (call, p) = secrets(&["sk_live_AAAA"]);
         let mut h = http::HeaderMap::new();
         h.insert("x-echo", "Bearer sk_live_AAAA".parse().unwrap());
         h.insert("content-length", "42".parse().unwrap());
+        h.insert(
+            http::HeaderName::from_bytes(b"x-SK_LIVE_AAAA").unwrap(),
+            "1".parse().unwrap(),
+        );
+        h.append("x-echo", "c2tfbGl2ZV9BQUFB".parse().unwrap());
         call.redact_headers(&mut h);
-        assert_eq!(h["x-echo"], format!("Bearer {}", p[0]).as_str());
+        let echoes: Vec<_> = h.get_all("x-echo").iter().collect();
+        assert_eq!(echoes[0], format!("Bearer {}", p[0]).as_str());
+        assert_eq!(echoes[1], p[0].as_str());
         assert!(h.get("content-length").is_none());
+        let renamed = format!("x-{}", p[0].to_ascii_lowercase());
+        assert_eq!(h[renamed.as_str()], "1");
+        let shown = format!("{h:?}").to_ascii_lowercase();
+        assert!(!shown.contains("sk_live"), "{shown}");
     }
 }

@@ -2,12 +2,15 @@
 //! for every call, and the host puts the value into the headers of an outgoing `wasi:http`
 //! request only when that request goes to one of the secret's hosts. Whatever comes back
 //! (response headers, bodies, trailers) and whatever the call leaves (results, logs, progress,
-//! stdout, stderr, fault details) has every verbatim copy of a value replaced by its
-//! placeholder (`redact.rs`).
+//! stdout, stderr, fault details) has every copy of a value, in every form the host searches
+//! for (`echo.rs`), replaced by its placeholder (`redact.rs`). A request to a secret's host
+//! cannot ask for an answer in a shape the host cannot search: compressed or in pieces
+//! (`network.rs`).
 
 use std::fmt;
 use std::sync::Arc;
 
+use super::echo::Forms;
 use super::network::Allowlist;
 
 /// Fewest bytes a secret's value may have. Redaction replaces every copy of a value in what
@@ -18,14 +21,10 @@ pub const MAX_SECRET_BYTES: usize = 4096;
 /// Most secrets one component may have: each is searched for in everything a call returns.
 pub const MAX_SECRETS_PER_COMPONENT: usize = 16;
 
-/// A secret's value, and the other forms a server may echo it in. Its `Debug` never shows
-/// either.
+/// A secret's value. Its `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SecretValue {
     value: String,
-    /// The value as a JSON string escapes it (`"` and `\`), and with `/` escaped too, where
-    /// that differs from the value.
-    escaped: Vec<String>,
 }
 
 impl fmt::Debug for SecretValue {
@@ -54,27 +53,11 @@ impl SecretValue {
         if let Some(at) = value.bytes().position(|b| !b.is_ascii_graphic()) {
             return Err(SecretValueError::Character(at + 1));
         }
-        let json = value.replace('\\', "\\\\").replace('"', "\\\"");
-        let slashes = json.replace('/', "\\/");
-        let escaped = [json, slashes]
-            .into_iter()
-            .filter(|form| *form != value)
-            .fold(Vec::new(), |mut forms, form| {
-                if !forms.contains(&form) {
-                    forms.push(form);
-                }
-                forms
-            });
-        Ok(SecretValue { value, escaped })
+        Ok(SecretValue { value })
     }
 
     pub(super) fn as_bytes(&self) -> &[u8] {
         self.value.as_bytes()
-    }
-
-    /// Every form redaction replaces: the value itself first, then its escaped forms.
-    pub(super) fn forms(&self) -> impl Iterator<Item = &[u8]> {
-        std::iter::once(self.value.as_bytes()).chain(self.escaped.iter().map(String::as_bytes))
     }
 }
 
@@ -89,6 +72,29 @@ pub struct Secret {
     pub hosts: Allowlist,
 }
 
+/// The secrets of one tool, with the forms their values are searched for in (compiled once,
+/// at load). Empty for a tool without secrets.
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    list: Vec<Arc<Secret>>,
+    forms: Option<Arc<Forms>>,
+}
+
+impl Secrets {
+    pub fn new(list: Vec<Arc<Secret>>) -> Self {
+        let forms = (!list.is_empty())
+            .then(|| Arc::new(Forms::new(list.iter().map(|s| s.value.as_bytes()))));
+        Secrets { list, forms }
+    }
+}
+
+impl std::ops::Deref for Secrets {
+    type Target = [Arc<Secret>];
+    fn deref(&self) -> &[Arc<Secret>] {
+        &self.list
+    }
+}
+
 /// A secret of one call, with the placeholder the guest holds in its place.
 #[derive(Debug)]
 pub(super) struct Bound {
@@ -100,13 +106,15 @@ pub(super) struct Bound {
 #[derive(Debug, Clone, Default)]
 pub struct CallSecrets {
     pub(super) bound: Arc<Vec<Bound>>,
+    /// The forms of the values, in the order of `bound` (`None` without secrets).
+    pub(super) forms: Option<Arc<Forms>>,
 }
 
 impl CallSecrets {
     /// Fresh placeholders for `secrets`: `toolhost-secret-NAME-` and 32 random hex digits, so a
     /// placeholder says nothing of its value (not even its length), and one seen in a call's
     /// output or arguments is useless in any other call.
-    pub fn new(secrets: &[Arc<Secret>]) -> Self {
+    pub fn new(secrets: &Secrets) -> Self {
         let bound = secrets
             .iter()
             .map(|secret| Bound {
@@ -120,6 +128,7 @@ impl CallSecrets {
             .collect();
         CallSecrets {
             bound: Arc::new(bound),
+            forms: secrets.forms.clone(),
         }
     }
 
@@ -142,35 +151,43 @@ impl CallSecrets {
         if !(https || is_loopback_literal(host)) {
             return None;
         }
-        let pairs: Vec<(&[u8], &[u8])> = self
+        // Placeholders are distinct random strings that never overlap, and a value never holds
+        // one, so replacing them one after another is the same as replacing them at once.
+        let mut out: Option<Vec<u8>> = None;
+        for b in self
             .bound
             .iter()
             .filter(|b| b.secret.hosts.allows_authority(host, port))
-            .map(|b| (b.placeholder.as_bytes(), b.secret.value.as_bytes()))
-            .collect();
-        super::redact::replace_all(value, &pairs)
+        {
+            let text = out.as_deref().unwrap_or(value);
+            let finder = memchr::memmem::Finder::new(b.placeholder.as_bytes());
+            if finder.find(text).is_none() {
+                continue;
+            }
+            let mut next = Vec::with_capacity(text.len());
+            let mut pos = 0;
+            for at in finder.find_iter(text) {
+                next.extend_from_slice(&text[pos..at]);
+                next.extend_from_slice(b.secret.value.as_bytes());
+                pos = at + b.placeholder.len();
+            }
+            next.extend_from_slice(&text[pos..]);
+            out = Some(next);
+        }
+        out
     }
 
-    /// `(value, placeholder)` of each secret: what redaction replaces.
-    pub(super) fn redactions(&self) -> Vec<(&[u8], &[u8])> {
+    /// Whether a request to `host:port` goes where a secret of this call may be sent: the
+    /// host decides the shape of its answer (`network.rs`).
+    pub fn bound_to(&self, host: &str, port: u16) -> bool {
         self.bound
             .iter()
-            .flat_map(|b| {
-                b.secret
-                    .value
-                    .forms()
-                    .map(|form| (form, b.placeholder.as_bytes()))
-            })
-            .collect()
+            .any(|b| b.secret.hosts.allows_authority(host, port))
     }
 
-    /// The longest form of a value, in bytes (0 without secrets).
-    pub(super) fn longest(&self) -> usize {
-        self.bound
-            .iter()
-            .flat_map(|b| b.secret.value.forms().map(<[u8]>::len))
-            .max()
-            .unwrap_or(0)
+    /// The placeholder of the secret at `index`.
+    pub(super) fn placeholder(&self, index: usize) -> &[u8] {
+        self.bound[index].placeholder.as_bytes()
     }
 }
 
@@ -223,6 +240,7 @@ mod tests {
             "tok_live_abcdef123",
             &["api.example.com:443"],
         )];
+        let s = Secrets::new(s.to_vec());
         let (a, b) = (CallSecrets::new(&s), CallSecrets::new(&s));
         let pa: Vec<_> = a.env().collect();
         let pb: Vec<_> = b.env().collect();
@@ -239,7 +257,7 @@ mod tests {
             secret("API_KEY", "tok_live_abcdef123", &["api.example.com:443"]),
             secret("LOCAL", "local_value_42", &["127.0.0.1:8080"]),
         ];
-        let call = CallSecrets::new(&s);
+        let call = CallSecrets::new(&Secrets::new(s.to_vec()));
         let env: Vec<(String, String)> = call
             .env()
             .map(|(n, p)| (n.to_string(), p.to_string()))
@@ -269,7 +287,7 @@ mod tests {
         assert_eq!(local, b"local_value_42");
         // Another call's placeholder (one a model saw in an earlier output and put in the
         // arguments) names nothing in this call.
-        let later = CallSecrets::new(&s);
+        let later = CallSecrets::new(&Secrets::new(s.to_vec()));
         assert!(later
             .substitute(header.as_bytes(), "api.example.com", 443, true)
             .is_none());
@@ -281,7 +299,7 @@ mod tests {
         let a = secret("K", "12345678", &["a.example:443"]);
         let b = secret("K", &"x".repeat(MAX_SECRET_BYTES), &["a.example:443"]);
         let len = |s: &Arc<Secret>| {
-            CallSecrets::new(std::slice::from_ref(s))
+            CallSecrets::new(&Secrets::new(vec![s.clone()]))
                 .env()
                 .next()
                 .unwrap()
