@@ -32,6 +32,11 @@ const CANCEL_BOUND: Duration = Duration::from_secs(10);
 /// start is committed before it runs; `confirm_delete` optional and needing approval) and
 /// `greet`, alice and mallory as bearer-token callers, and `ledger` as its ledger section.
 fn config(ledger: &str) -> (tempfile::TempDir, PathBuf) {
+    config_serving(ledger, "")
+}
+
+/// [`config`] with `serve` added to its `[serve]` section.
+fn config_serving(ledger: &str, serve: &str) -> (tempfile::TempDir, PathBuf) {
     use sha2::{Digest, Sha256};
     let dir = tempfile::tempdir().unwrap();
     let token = |t: &str, who: &str| {
@@ -41,7 +46,7 @@ fn config(ledger: &str) -> (tempfile::TempDir, PathBuf) {
         )
     };
     let text = format!(
-        "data_dir = {data}\n{ledger}\n[serve]\n{alice}{mallory}\n\
+        "data_dir = {data}\n{ledger}\n[serve]\n{serve}\n{alice}{mallory}\n\
          [[component]]\npath = {conformance}\n\
          [component.tools.slow-compute]\nrisk = \"write\"\ntask = \"optional\"\nlimits = {{ deadline_ms = 150_000 }}\n\
          [component.tools.confirm-delete]\ntask = \"optional\"\napproval = \"required\"\n\
@@ -141,9 +146,14 @@ fn calls(config: &std::path::Path) -> Vec<Value> {
 
 /// `toolhost ledger --run` of alice's run `r1`.
 fn listing(config: &std::path::Path) -> Value {
+    listing_of(config, "alice-corp")
+}
+
+/// `toolhost ledger --run` of run `r1` of alice of `tenant`.
+fn listing_of(config: &std::path::Path, tenant: &str) -> Value {
     let alice = Identity {
         principal: "alice".into(),
-        tenant: "alice-corp".into(),
+        tenant: tenant.into(),
     };
     let run = run_of(&alice, "r1");
     let out = toolhost(&[
@@ -159,7 +169,8 @@ fn listing(config: &std::path::Path) -> Value {
 
 /// On one host: a task is answered at once and polled to its result; another caller is told
 /// there is no such task (`-32602`, for get and cancel); a cancel stops a long guest within
-/// the bound and the task ends `cancelled`; a client without the extension gets the answer
+/// the bound and the task ends as the ledger says (`failed`: `outcome_unknown`,
+/// `cancelled_after_start`, since a `write` tool's effect is unknown once it started); a client without the extension gets the answer
 /// in the request; and the host keeps serving.
 #[test]
 fn a_task_is_polled_to_its_end_and_cancelled_on_one_host() {
@@ -185,8 +196,16 @@ fn a_task_is_polled_to_its_end_and_cancelled_on_one_host() {
     let asked = Instant::now();
     let ack = cancel(&host, ALICE, &long);
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
-    until(&host, &long, "cancelled", CANCEL_BOUND);
+    let stopped = until(&host, &long, "failed", CANCEL_BOUND);
     assert!(asked.elapsed() < CANCEL_BOUND);
+    assert_eq!(
+        stopped["error"]["data"]["toolhost/failure"]["status"], "outcome_unknown",
+        "{stopped}"
+    );
+    assert_eq!(
+        stopped["error"]["data"]["toolhost/failure"]["code"], "cancelled_after_start",
+        "{stopped}"
+    );
     let again = cancel(&host, ALICE, &long);
     assert_eq!(
         again["result"],
@@ -201,6 +220,139 @@ fn a_task_is_polled_to_its_end_and_cancelled_on_one_host() {
     let params = json!({"name": "greet", "arguments": {"name": "still here"}});
     let greet = send(&host, ALICE, &request(6, "tools/call", params, true));
     assert_eq!(greet["result"]["isError"], false, "{greet}");
+}
+
+/// A task counts as one of its caller's requests in flight until its call ends: with two
+/// allowed, alice runs one task and still polls it, her second is refused `rate_limited`, and
+/// mallory's call is untouched; a call the pipeline would refuse (invalid arguments) is no
+/// task and leaves no task row; once alice's task ends she may start another.
+#[test]
+fn a_task_counts_against_its_callers_requests_in_flight() {
+    let (_dir, cfg) = config_serving("", "requests_in_flight = 2");
+    let host = http_serve(&cfg);
+    let long = start(
+        &host,
+        "slow_compute",
+        json!({"seconds": 120, "label": "held"}),
+    );
+    until(&host, &long, "working", PATIENCE);
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": 120, "label": "more"}});
+    let refused = send(&host, ALICE, &request(8, "tools/call", params, true));
+    assert_eq!(refused["result"]["resultType"], "complete", "{refused}");
+    assert_eq!(
+        refused["result"]["_meta"]["toolhost/failure"]["code"], "rate_limited",
+        "{refused}"
+    );
+    let params = json!({"name": "greet", "arguments": {"name": "mallory"}});
+    let other = send(&host, MALLORY, &request(9, "tools/call", params, false));
+    assert_eq!(other["result"]["isError"], false, "{other}");
+
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": "x", "label": "bad"}});
+    let invalid = send(&host, ALICE, &request(10, "tools/call", params, true));
+    assert_eq!(invalid["result"]["resultType"], "complete", "{invalid}");
+    assert_eq!(
+        invalid["result"]["_meta"]["toolhost/failure"]["code"], "invalid_arguments",
+        "{invalid}"
+    );
+    let tasks = listing(&cfg)["tasks"].as_array().unwrap().clone();
+    assert_eq!(tasks.len(), 1, "only the running task has a row: {tasks:?}");
+
+    cancel(&host, ALICE, &long);
+    until(&host, &long, "failed", CANCEL_BOUND);
+    let next = start(
+        &host,
+        "slow_compute",
+        json!({"seconds": 0, "label": "next"}),
+    );
+    until(&host, &next, "completed", PATIENCE);
+}
+
+/// `tasks/update` answers to the authority `tools/call` does: an access token of the same
+/// principal without the scope the task's tool needs cannot approve it (`-32600`, naming the
+/// scope; the task still waits), one with it can. A scope rule naming a tool the caller may
+/// not see answers as for an absent tool, never 403.
+#[test]
+fn a_task_is_approved_only_with_the_scope_its_tool_needs() {
+    use crate::oauth::{jwks, Issuer, AUDIENCE, ISSUER};
+    let issuer = Issuer::new("k1");
+    let io = tokio::runtime::Runtime::new().unwrap();
+    let idp = io.block_on(crate::api_server::ApiServer::serving(Some(jwks(&[
+        &issuer,
+    ]))));
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "data_dir = {data}\n\
+         [serve.oauth]\nissuer = {ISSUER:?}\naudience = {AUDIENCE:?}\njwks = {jwks:?}\n\
+         tenant_claim = \"org\"\nscopes = {{ \"tools:write\" = [\"confirm_delete\"], \"tools:greet\" = [\"greet\"] }}\n\
+         [policy]\ndefault = \"allow\"\n\
+         [[policy.rule]]\neffect = \"deny\"\nprincipals = [\"alice\"]\ntools = [\"greet\"]\n\
+         [[component]]\npath = {conformance}\n\
+         [component.tools.confirm-delete]\ntask = \"optional\"\napproval = \"required\"\n\
+         [[component]]\npath = {template}\n",
+        data = toml_path(&dir.path().join("data")),
+        jwks = idp.url("/jwks"),
+        conformance = toml_path(&guest("conformance")),
+        template = toml_path(&guest("template")),
+    );
+    let cfg = dir.path().join("toolhost.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let host = http_serve(&cfg);
+    let writer = issuer.token("k1", json!({"scope": "tools:write"}));
+    let reader = issuer.token("k1", json!({"scope": "openid"}));
+
+    let params = json!({"name": "confirm_delete", "arguments": {"filename": "s.txt"}});
+    let created = send(&host, &writer, &request(1, "tools/call", params, true));
+    let task = created["result"]["taskId"].as_str().unwrap().to_string();
+    let poll = |token: &str| {
+        send(
+            &host,
+            token,
+            &request(2, "tasks/get", json!({"taskId": task}), true),
+        )
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while poll(&writer)["result"]["status"] != "input_required" {
+        assert!(Instant::now() < deadline, "{}", poll(&writer));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let update = |token: &str| {
+        let params = json!({"taskId": task, "inputResponses": {"approval": {"action": "accept",
+            "content": {"approve": true}}}});
+        send(&host, token, &request(3, "tasks/update", params, true))
+    };
+    let refused = update(&reader);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["scope"], "tools:write",
+        "{refused}"
+    );
+    assert_eq!(poll(&writer)["result"]["status"], "input_required");
+    let ran = |cfg: &std::path::Path| {
+        listing_of(cfg, "acme")["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
+            .count()
+    };
+    assert_eq!(ran(&cfg), 0, "the refused update ran nothing");
+    let ack = update(&writer);
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let deadline = Instant::now() + PATIENCE;
+    while poll(&writer)["result"]["status"] != "completed" {
+        assert!(Instant::now() < deadline, "{}", poll(&writer));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(ran(&cfg), 1);
+
+    // greet is hidden from alice and needs a scope she lacks: answered as no such tool.
+    let params = json!({"name": "greet", "arguments": {"name": "x"}});
+    let hidden = send(&host, &reader, &request(4, "tools/call", params, false));
+    assert_eq!(
+        hidden["result"]["_meta"]["toolhost/failure"]["code"], "unknown_tool",
+        "{hidden}"
+    );
+    drop(io);
 }
 
 /// A task of a tool that needs approval waits in `input_required` with the host's question;
@@ -320,8 +472,12 @@ fn pg_a_task_on_one_host_is_polled_cancelled_and_approved_through_another() {
     let asked = Instant::now();
     let ack = cancel(&b, ALICE, &long);
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
-    until(&b, &long, "cancelled", CANCEL_BOUND);
+    let stopped = until(&b, &long, "failed", CANCEL_BOUND);
     let took = asked.elapsed();
+    assert_eq!(
+        stopped["error"]["data"]["toolhost/failure"]["status"], "outcome_unknown",
+        "{stopped}"
+    );
     assert!(took < CANCEL_BOUND, "{took:?}");
     eprintln!("cancel across hosts took {} ms", took.as_millis());
 

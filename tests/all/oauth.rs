@@ -15,12 +15,12 @@ use crate::api_server::ApiServer;
 use crate::call_context::downstream_config;
 use crate::mcp_stateless::{call, http_post, routing_headers};
 
-const ISSUER: &str = "https://id.test.example";
-const AUDIENCE: &str = "https://mcp.test.example/mcp";
+pub(crate) const ISSUER: &str = "https://id.test.example";
+pub(crate) const AUDIENCE: &str = "https://mcp.test.example/mcp";
 const METADATA: &str = "https://mcp.test.example/.well-known/oauth-protected-resource";
 
 /// A signing key of the test issuer, published in its JWKS under `kid`.
-struct Issuer {
+pub(crate) struct Issuer {
     key: EncodingKey,
     /// The public key as a JWK.
     jwk: Value,
@@ -29,12 +29,12 @@ struct Issuer {
 }
 
 /// A JWKS publishing these keys.
-fn jwks(keys: &[&Issuer]) -> String {
+pub(crate) fn jwks(keys: &[&Issuer]) -> String {
     json!({ "keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>() }).to_string()
 }
 
 impl Issuer {
-    fn new(kid: &str) -> Issuer {
+    pub(crate) fn new(kid: &str) -> Issuer {
         let pair = rcgen::KeyPair::generate().unwrap();
         let point = pair.public_key_raw().to_vec();
         assert_eq!(point.len(), 65, "an uncompressed P-256 point");
@@ -51,7 +51,7 @@ impl Issuer {
     }
 
     /// A token with these claims over the defaults (a valid token for `alice` of `acme`).
-    fn token(&self, kid: &str, claims: Value) -> String {
+    pub(crate) fn token(&self, kid: &str, claims: Value) -> String {
         let mut all = json!({
             "iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "org": "acme",
             "iat": now(), "exp": now() + 600, "scope": "openid tools:identity",

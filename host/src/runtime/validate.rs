@@ -3,6 +3,7 @@
 use serde_json::Value;
 use wasmtime::component::Val;
 
+use crate::contract::{RunContext, ToolCall};
 use crate::registry::convert::to_val;
 use crate::registry::Tool;
 
@@ -50,5 +51,24 @@ impl Runtime {
                     .map_err(|e| format!("invalid arguments: {}", clip(&e.to_string(), 512)))
             })
             .collect()
+    }
+}
+
+impl Runtime {
+    /// Whether `call` would pass resolve, validate and authorize for `ctx`'s caller: the tool
+    /// is visible to them, the arguments are valid, and the policy allows the call. A front
+    /// door that answers before running (an MCP task) asks this first, so that a call the
+    /// pipeline would refuse is refused at once, and nothing of it is kept for later.
+    pub fn would_pass_checks(&self, ctx: &RunContext, call: &ToolCall) -> bool {
+        let Some(tool) = self.visible_tool(&ctx.principal, &ctx.tenant, &call.name) else {
+            return false;
+        };
+        if self.validate(tool, &call.arguments, None).is_err() {
+            return false;
+        }
+        let subject = crate::policy::Subject::new(&ctx.principal, &ctx.tenant);
+        self.policy
+            .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments)
+            .allowed
     }
 }

@@ -133,6 +133,13 @@ impl Session {
     }
 }
 
+/// What the HTTP door let this request in with (`None` over stdio, which has no door).
+fn admitted(cx: &RequestContext<RoleServer>) -> Option<super::http::door::Admitted> {
+    cx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<super::http::door::Admitted>().cloned())
+}
+
 /// The `mcp_request` span of one request (`method`, the JSON-RPC id), the child of the
 /// caller's W3C trace context when `_meta` carries one (`own` is the request's own `_meta`,
 /// looked at before the message's).
@@ -271,7 +278,11 @@ impl ServerHandler for Session {
     ) -> Result<(), ErrorData> {
         let span = request_span("tasks/update", &cx, None);
         let (s, caller) = (&self.shared, span.in_scope(|| self.task_caller(&cx))?);
-        s.tasks.update(s, &caller, &request).instrument(span).await
+        let admitted = admitted(&cx);
+        s.tasks
+            .update(s, &caller, &request, admitted)
+            .instrument(span)
+            .await
     }
 
     /// `server/discover`, as rmcp answers it, in a span.

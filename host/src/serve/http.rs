@@ -41,7 +41,7 @@ use super::streams::{Bounded, StreamBudget};
 use super::ServeError;
 
 mod auth;
-mod door;
+pub(super) mod door;
 mod ops;
 mod post;
 pub use ops::{serve_ops, MAX_OPS_CONNECTIONS};
@@ -83,11 +83,11 @@ pub async fn serve_http(
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     let oauth = match &config.oauth {
-        Some(o) => Some(
+        Some(o) => Some(Arc::new(
             ResourceServer::start(o, std::path::Path::new(""))
                 .await
                 .map_err(ServeError::OAuth)?,
-        ),
+        )),
         None => None,
     };
     if !addr.ip().is_loopback() && config.tokens.is_empty() && oauth.is_none() {
@@ -261,7 +261,7 @@ impl AcceptBackoff {
 struct Gate {
     runtime: Arc<crate::Runtime>,
     config: ServeConfig,
-    oauth: Option<ResourceServer>,
+    oauth: Option<Arc<ResourceServer>>,
     door: Arc<door::Door>,
     service: StreamableHttpService<Session, LocalSessionManager>,
     owners: SessionOwners,
@@ -305,6 +305,13 @@ impl Gate {
             Ok(pass) => pass,
             Err(refused) => return auth::too_many(refused),
         };
+        let admitted = door::Admitted::new(
+            self.door.clone(),
+            &identity.principal,
+            self.oauth.as_ref(),
+            scopes.as_deref(),
+        );
+        req.extensions_mut().insert(admitted.clone());
         let session = req
             .headers()
             .get(SESSION_HEADER)
@@ -333,10 +340,16 @@ impl Gate {
                         "too many open sessions: end one (DELETE) before starting another",
                     )
                 }
+                // Only for a tool the caller may see: a hidden one is answered as an absent
+                // one, by the handler, and a 403 would tell the two apart.
                 Ok((_, _, Some(tool)))
-                    if self.missing_scope(&tool, scopes.as_deref()).is_some() =>
+                    if admitted.missing_scope(&tool).is_some()
+                        && self
+                            .runtime
+                            .visible_tool(&identity.principal, &identity.tenant, &tool)
+                            .is_some() =>
                 {
-                    return self.forbidden(self.missing_scope(&tool, scopes.as_deref()));
+                    return self.forbidden(admitted.missing_scope(&tool));
                 }
                 Ok((req, _, _)) => self.service.handle(req).await,
                 Err(answer) => return answer,

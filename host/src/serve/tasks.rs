@@ -25,11 +25,12 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::http::door::{Admitted, Pass};
 use super::mapping::{call_result, wraps_output, FAILURE_META};
 use super::mrtr::{answer, approved_call_id, Answer, Question, StateSeal};
 use super::{Identity, Shared};
 use crate::contract::{
-    ApproverHandle, Code, RunContext, Stage, Status, TaskMode, ToolCall, ToolResult,
+    ApproverHandle, Code, RunContext, Stage, Status, TaskMode, ToolCall, ToolResult, Usage,
 };
 use crate::ledger::{NewTask, TaskCall, TaskRecord};
 use crate::Runtime;
@@ -134,14 +135,22 @@ impl Tasks {
     /// arguments, or a name a call answered in a request already holds, is `None` (the
     /// request's own answer follows: a replay or `duplicate_call_id`). An unnamed
     /// call gets a call id of its own task, so that no two tasks share a call.
+    ///
+    /// A call the pipeline would refuse at resolve, validate or authorize is no task: the
+    /// request answers it at once, and no row keeps its arguments. Over HTTP the task counts
+    /// as one of its caller's requests in flight until its call ends; a caller with none left
+    /// is refused `rate_limited` (recorded, as the pipeline's own rate refusals are).
     pub async fn create(
         self: &Arc<Tasks>,
         shared: &Shared,
         ctx: RunContext,
         mut call: ToolCall,
-        (token, stateless): (Option<String>, bool),
-    ) -> Result<Option<CreateTaskResult>, ErrorData> {
+        (token, stateless, admitted): (Option<String>, bool, Option<Admitted>),
+    ) -> Result<Created, ErrorData> {
         let (runtime, tracker) = (&shared.runtime, &shared.tracker);
+        if !runtime.would_pass_checks(&ctx, &call) {
+            return Ok(Created::Answer);
+        }
         let named = !stateless || call.call_id.starts_with("key:");
         let task_id = if named {
             named_task(&ctx, &call.call_id)
@@ -165,6 +174,17 @@ impl Tasks {
         let rt = runtime.clone();
         let (run, id) = (task.run_id.clone(), task.call_id.clone());
         let known = named && blocking(move || rt.ledger().is_admitted(&run, &id)).await?;
+        let pass = match admitted.as_ref().filter(|_| !known).map(Admitted::hold) {
+            None => None,
+            Some(Ok(pass)) => Some(pass),
+            Some(Err(_)) => {
+                let message = "too many of this caller's requests and tasks are in flight; \
+                               try again when one ends";
+                let r = ToolResult::failed(&call, Code::RateLimited, message, Usage::default());
+                let r = runtime.refuse_at(&ctx, &call, Stage::Limit, r).await;
+                return Ok(Created::Refused(Box::new(r)));
+            }
+        };
         let rt = runtime.clone();
         let created = task.clone();
         if known || !blocking(move || rt.ledger().create_task(&created)).await? {
@@ -175,10 +195,12 @@ impl Tasks {
             let known = self.find(runtime, &caller, &task.task_id).await.ok();
             return Ok(known
                 .filter(|t| t.tool == call.name && t.arguments == call.arguments)
-                .map(|t| seed(&t.task_id, t.created_at_ms, self.ttl_ms)));
+                .map_or(Created::Answer, |t| {
+                    Created::Task(seed(&t.task_id, t.created_at_ms, self.ttl_ms))
+                }));
         }
-        self.run(runtime, tracker, &task.task_id, ctx, call, token);
-        Ok(Some(seed(
+        self.run(runtime, tracker, &task.task_id, (ctx, call, token), pass);
+        Ok(Created::Task(seed(
             &task.task_id,
             crate::ledger::now_ms(),
             self.ttl_ms,
@@ -192,9 +214,8 @@ impl Tasks {
         runtime: &Arc<Runtime>,
         tracker: &TaskTracker,
         task_id: &str,
-        mut ctx: RunContext,
-        call: ToolCall,
-        token: Option<String>,
+        (mut ctx, call, token): (RunContext, ToolCall, Option<String>),
+        pass: Option<Pass>,
     ) {
         let stop = CancellationToken::new();
         ctx.cancel = stop.clone();
@@ -202,6 +223,7 @@ impl Tasks {
         self.running().insert(task_id.to_owned(), (run, stop));
         let (tasks, runtime, id) = (self.clone(), runtime.clone(), task_id.to_owned());
         tracker.spawn(async move {
+            let _in_flight = pass;
             runtime.run_call(&ctx, &call, token.as_deref()).await;
             let mut running = tasks.running();
             // Only this run's entry: the approved call of the same task may have replaced it.
@@ -248,14 +270,26 @@ impl Tasks {
     /// `tasks/update`: the answer to a task that waits for approval. An approval runs the
     /// approved call on this host and moves the task to it; a decline records the approved
     /// call's refusal (`approval_denied`); anything else changes nothing.
+    ///
+    /// It answers to the authority `tools/call` does: the access token must hold the scope a
+    /// call of the task's tool needs (`-32600`, naming it, otherwise), the approved call runs
+    /// through the whole pipeline (visibility, policy, limits), and over HTTP it counts as one
+    /// of the caller's requests in flight (`-32600` when none is left, and nothing changes).
     pub async fn update(
         self: &Arc<Tasks>,
         shared: &Shared,
         caller: &Identity,
         params: &UpdateTaskParams,
+        admitted: Option<Admitted>,
     ) -> Result<(), ErrorData> {
         let (runtime, tracker) = (&shared.runtime, &shared.tracker);
         let task = self.find(runtime, caller, &params.task_id).await?;
+        if let Some(scope) = admitted.as_ref().and_then(|a| a.missing_scope(&task.tool)) {
+            return Err(ErrorData::invalid_request(
+                "the access token lacks the scope this call needs",
+                Some(json!({ "scope": scope })),
+            ));
+        }
         let TaskCall::Finished(waiting) = &task.call else {
             return Ok(());
         };
@@ -270,6 +304,17 @@ impl Tasks {
         if !matches!(given, Answer::Approve | Answer::Decline) {
             return Ok(());
         }
+        let pass = match admitted.as_ref().map(Admitted::hold) {
+            None => None,
+            Some(Ok(pass)) => Some(pass),
+            Some(Err(_)) => {
+                return Err(ErrorData::invalid_request(
+                    "too many of this caller's requests and tasks are in flight; try again \
+                     when one ends",
+                    None,
+                ))
+            }
+        };
         let to = approved_call_id(&task.call_id);
         let rt = runtime.clone();
         let (id, from, next) = (task.task_id.clone(), task.call_id.clone(), to.clone());
@@ -298,7 +343,7 @@ impl Tasks {
                 None
             }
         };
-        self.run(runtime, tracker, &task.task_id, ctx, call, token);
+        self.run(runtime, tracker, &task.task_id, (ctx, call, token), pass);
         Ok(())
     }
 
@@ -315,6 +360,16 @@ impl Tasks {
             .await?
             .ok_or_else(|| unknown_task(task_id))
     }
+}
+
+/// What `tools/call` does with a call of a task tool.
+pub enum Created {
+    /// Answer with this task.
+    Task(CreateTaskResult),
+    /// Answer as a request: the call is refused at once, or is a replay, or reuses an id.
+    Answer,
+    /// The caller has nothing left in flight: this recorded refusal is the answer.
+    Refused(Box<ToolResult>),
 }
 
 /// The answer that creates a task: its id, `working`, its ttl and the poll interval.
@@ -376,9 +431,10 @@ fn unknown_task(task_id: &str) -> ErrorData {
 /// - completed, or failed with a code the tool or a stage decided → `completed`, its result
 ///   inlined as `tools/call` returns it (`isError` for a failure);
 /// - waiting for approval → `input_required`, the approval question as the input request;
-/// - cancelled (or cancelled after it started) → `cancelled`;
-/// - a trap, a host fault, an unknown outcome, or a call its host lost before recording it →
-///   `failed`, with a JSON-RPC error whose data carries the toolhost failure.
+/// - cancelled before it started → `cancelled`;
+/// - a trap, a host fault, an unknown outcome (a call cancelled after it started, whose effect
+///   is unknown, among them), or a call its host lost before recording it → `failed`, with a
+///   JSON-RPC error whose data carries the toolhost failure (`status`, `code`).
 fn detailed(task: &TaskRecord, seal: &StateSeal, caller: &Identity, wrap: bool) -> DetailedTask {
     let base = Task::new(
         task.task_id.clone(),
@@ -422,9 +478,9 @@ fn finished(
         }
     }
     match (result.status, result.code) {
-        (Status::Cancelled, _) | (Status::OutcomeUnknown, Some(Code::CancelledAfterStart)) => {
-            TaskPayload::Cancelled
-        }
+        // A call cancelled after it started may have had its effect: the task says what the
+        // ledger says (`outcome_unknown`, below), never a plain `cancelled`.
+        (Status::Cancelled, _) => TaskPayload::Cancelled,
         (Status::OutcomeUnknown, _) | (Status::Failed, Some(Code::GuestTrap | Code::HostError)) => {
             TaskPayload::Failed {
                 error: error_object(

@@ -9,7 +9,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData};
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 
-use super::{call_id, Session};
+use super::{admitted, call_id, Session};
 use crate::contract::{ApproverHandle, Code, Stage, ToolCall, ToolResult, Usage};
 use crate::serve::approvals::{
     approval_token, approved, form_elicitation, state_refused, supports_form_elicitation,
@@ -21,6 +21,7 @@ use crate::serve::mapping::{call_result, wraps_output};
 use crate::serve::mrtr::{self, Answer, Question};
 use crate::serve::progress::Forwarder;
 use crate::serve::stateless::{self, Place};
+use crate::serve::tasks::Created;
 
 impl Session {
     /// `tools/call`: the whole pipeline for one proposal (see the parent module).
@@ -93,13 +94,15 @@ impl Session {
         // A tool configured to run as a task: a handle at once for a client that declared the
         // tasks extension (`tasks.rs`); one that did not is refused a `required` one.
         if resumed.is_none() && crate::serve::tasks::as_task(&runtime, &ctx, &call.name, &cx)? {
-            let how = (approval_token(&request, &cx), stateless);
+            let how = (approval_token(&request, &cx), stateless, admitted(&cx));
             let created = self
                 .shared
                 .tasks
                 .create(&self.shared, ctx.clone(), call.clone(), how);
-            if let Some(created) = created.await? {
-                return Ok(CallToolResponse::Task(created));
+            match created.await? {
+                Created::Task(created) => return Ok(CallToolResponse::Task(created)),
+                Created::Refused(r) => return Ok(call_result(&r, wrap).into()),
+                Created::Answer => {}
             }
         }
         // The token that approves the call: minted for a retry that says yes, else one the

@@ -31,12 +31,6 @@ impl Gate {
         }
     }
 
-    /// The scope a call of `tool` needs and `scopes` (an access token's) lacks, if any.
-    pub(super) fn missing_scope(&self, tool: &str, scopes: Option<&[String]>) -> Option<&str> {
-        let needed = self.oauth.as_ref()?.scope_for(tool)?;
-        (!scopes?.iter().any(|s| s == needed)).then_some(needed)
-    }
-
     /// 403 for a token without the scope a call needs, naming it so a client can step up.
     pub(super) fn forbidden(&self, needed: Option<&str>) -> Response<Body> {
         let mut r = plain(

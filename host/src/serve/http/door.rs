@@ -11,6 +11,8 @@ use std::time::Instant;
 
 use http_body::{Body, Frame, SizeHint};
 
+use crate::serve::oauth::ResourceServer;
+
 /// Most principals tracked at once; past it, idle ones are forgotten first.
 pub const MAX_TRACKED_CALLERS: usize = 10_000;
 
@@ -84,6 +86,28 @@ impl Door {
         })
     }
 
+    /// Count one more of `principal`'s calls in flight without taking from its rate (a task
+    /// that runs on after the request that started it, which took from the rate, was
+    /// answered), or say why not. The request that starts a task holds a pass of its own while
+    /// it asks, so a caller allowed `n` in flight runs at most `n - 1` tasks at once and always
+    /// has room left to poll them.
+    pub fn hold(self: &Arc<Self>, principal: &str) -> Result<Pass, Refused> {
+        let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
+        let c = callers.entry(principal.to_string()).or_insert(Caller {
+            tokens: self.burst,
+            last: Instant::now(),
+            in_flight: 0,
+        });
+        if c.in_flight >= self.max_in_flight {
+            return Err(Refused::InFlight);
+        }
+        c.in_flight += 1;
+        Ok(Pass {
+            door: self.clone(),
+            principal: principal.to_string(),
+        })
+    }
+
     /// Drop callers with nothing in flight whose bucket has refilled (they lose nothing).
     fn forget_idle(&self, callers: &mut HashMap<String, Caller>, now: Instant) {
         let (rate, burst) = (self.rate, self.burst);
@@ -92,6 +116,44 @@ impl Door {
             let full = rate.is_none_or(|r| c.tokens + elapsed * r >= burst);
             c.in_flight > 0 || !full
         });
+    }
+}
+
+/// What the door let a request in with, for the handler to hold a task to the same bounds
+/// (`serve/tasks.rs`): the caller's place at the door and the scopes of its access token.
+/// The gate puts it in the request's extensions; a request without it (stdio) has no door.
+#[derive(Clone)]
+pub struct Admitted {
+    door: Arc<Door>,
+    principal: String,
+    scopes: Option<(Arc<ResourceServer>, Vec<String>)>,
+}
+
+impl Admitted {
+    pub(in crate::serve) fn new(
+        door: Arc<Door>,
+        principal: &str,
+        oauth: Option<&Arc<ResourceServer>>,
+        scopes: Option<&[String]>,
+    ) -> Admitted {
+        Admitted {
+            door,
+            principal: principal.to_string(),
+            scopes: oauth.zip(scopes).map(|(o, s)| (o.clone(), s.to_vec())),
+        }
+    }
+
+    /// A pass that counts a task of this caller in flight until it is dropped.
+    pub fn hold(&self) -> Result<Pass, Refused> {
+        self.door.hold(&self.principal)
+    }
+
+    /// The scope a call of `tool` needs and this request's access token lacks, if any (a
+    /// static token, or no `[serve.oauth]`, lacks none).
+    pub fn missing_scope(&self, tool: &str) -> Option<&str> {
+        let (server, granted) = self.scopes.as_ref()?;
+        let needed = server.scope_for(tool)?;
+        (!granted.iter().any(|s| s == needed)).then_some(needed)
     }
 }
 
@@ -163,6 +225,16 @@ mod tests {
             door.enter("bob").is_ok(),
             "another caller's budget is its own"
         );
+        // A task's hold counts in flight and takes no rate: with two in flight allowed, the
+        // request that starts a task and the task fit, and the next request still enters.
+        let door = Door::new(Some(0.001), Some(3), 2);
+        let request = door.enter("carol").unwrap();
+        let task = door.hold("carol").unwrap();
+        assert_eq!(door.hold("carol").err(), Some(Refused::InFlight));
+        drop(request);
+        let poll = door.enter("carol").unwrap();
+        assert_eq!(door.enter("carol").err(), Some(Refused::InFlight));
+        drop((poll, task));
         let unrated = Door::new(None, None, 1);
         let held = unrated.enter("alice").unwrap();
         assert_eq!(unrated.enter("alice").err(), Some(Refused::InFlight));
