@@ -289,27 +289,11 @@ fn ask_for_whole_plain_answer(headers: &mut http::HeaderMap) {
 /// the host cannot search for a value, the guest never reads.
 fn refuse_unsearchable<B>(res: &http::Response<B>) -> Result<(), HttpError> {
     let h = res.headers();
-    for coding in h.get_all(http::header::CONTENT_ENCODING) {
-        let text = String::from_utf8_lossy(coding.as_bytes());
-        if text
-            .split(',')
-            .any(|c| !c.trim().eq_ignore_ascii_case("identity"))
-        {
-            return Err(HttpError::HttpResponseContentCoding(Some(
-                text.into_owned(),
-            )));
-        }
+    if let Some(coding) = coding_other_than(h, http::header::CONTENT_ENCODING, "identity") {
+        return Err(HttpError::HttpResponseContentCoding(Some(coding)));
     }
-    for coding in h.get_all(http::header::TRANSFER_ENCODING) {
-        let text = String::from_utf8_lossy(coding.as_bytes());
-        if text
-            .split(',')
-            .any(|c| !c.trim().eq_ignore_ascii_case("chunked"))
-        {
-            return Err(HttpError::HttpResponseTransferCoding(Some(
-                text.into_owned(),
-            )));
-        }
+    if let Some(coding) = coding_other_than(h, http::header::TRANSFER_ENCODING, "chunked") {
+        return Err(HttpError::HttpResponseTransferCoding(Some(coding)));
     }
     if res.status() == http::StatusCode::PARTIAL_CONTENT
         || h.contains_key(http::header::CONTENT_RANGE)
@@ -319,6 +303,17 @@ fn refuse_unsearchable<B>(res: &http::Response<B>) -> Result<(), HttpError> {
         )));
     }
     Ok(())
+}
+
+/// The first value of header `name` that lists a coding other than `allowed`, if any.
+fn coding_other_than(h: &http::HeaderMap, name: http::HeaderName, allowed: &str) -> Option<String> {
+    h.get_all(name)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .find(|text| {
+            text.split(',')
+                .any(|c| !c.trim().eq_ignore_ascii_case(allowed))
+        })
 }
 
 #[cfg(test)]

@@ -364,22 +364,28 @@ mod tests {
         assert_eq!(shown.matches(&p[0]).count(), 4);
     }
 
+    /// `text` sent in frames of `size` bytes through a redacting body: what comes out.
+    async fn through_frames(text: &str, size: usize, call: &CallSecrets) -> String {
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = text
+            .as_bytes()
+            .chunks(size)
+            .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+            .collect();
+        let inner = http_body_util::StreamBody::new(futures::stream::iter(frames));
+        let body = RedactedBody::new(inner, call.clone());
+        let out = body.collect().await.unwrap().to_bytes();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     /// A body that echoes a value split over many frames comes out with the placeholder.
     #[tokio::test]
     async fn bodies_are_redacted_across_frames() {
         let (call, p) = secrets(&["sk_live_AAAA", "pw_BBBBBBBB"]);
         let text = "start sk_live_AAAA middle pw_BBBBBBBB end sk_live_AAAA";
         for size in [1, 2, 3, 5, 11, 64] {
-            let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = text
-                .as_bytes()
-                .chunks(size)
-                .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
-                .collect();
-            let inner = http_body_util::StreamBody::new(futures::stream::iter(frames));
-            let body = RedactedBody::new(inner, call.clone());
-            let out = body.collect().await.unwrap().to_bytes();
+            let out = through_frames(text, size, &call).await;
             let want = format!("start {0} middle {1} end {0}", p[0], p[1]);
-            assert_eq!(String::from_utf8_lossy(&out), want, "frames of {size}");
+            assert_eq!(out, want, "frames of {size}");
         }
     }
 
@@ -399,19 +405,8 @@ mod tests {
             let text = format!("{{\"a\":\"x{run}\",\"b\":\"{form}\"}} tail");
             let want = format!("{{\"a\":\"x{run}\",\"b\":\"{}\"}} tail", p[0]);
             for size in [1, 2, 3, 5, 7, 64] {
-                let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = text
-                    .as_bytes()
-                    .chunks(size)
-                    .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
-                    .collect();
-                let inner = http_body_util::StreamBody::new(futures::stream::iter(frames));
-                let body = RedactedBody::new(inner, call.clone());
-                let out = body.collect().await.unwrap().to_bytes();
-                assert_eq!(
-                    String::from_utf8_lossy(&out),
-                    want,
-                    "{form}, frames of {size}"
-                );
+                let out = through_frames(&text, size, &call).await;
+                assert_eq!(out, want, "{form}, frames of {size}");
             }
         }
     }
