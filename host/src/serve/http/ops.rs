@@ -2,7 +2,8 @@
 //! read and the tools are loaded) and `/metrics` (`telemetry::Metrics`, text format).
 //!
 //! `/healthz` and `/readyz` are also served on the MCP listener without authentication, for a
-//! load balancer's checks; they tell nothing but a status. `/metrics` is served only on the
+//! load balancer's checks; there they tell nothing but a status (`/readyz` says why it is not
+//! ready only on the operator's listener). `/metrics` is served only on the
 //! listener `serve --metrics ADDR` opens, never on the MCP port: its series name every tool,
 //! and a caller of the MCP port may not learn the tools the policy hides from it.
 
@@ -47,7 +48,7 @@ pub(super) async fn answer(
             "text/plain; charset=utf-8",
             "ok\n".into(),
         )),
-        "/readyz" => Some(ready(runtime).await),
+        "/readyz" => Some(ready(runtime, metrics).await),
         "/metrics" if metrics => Some(text(
             StatusCode::OK,
             crate::telemetry::CONTENT_TYPE,
@@ -89,7 +90,10 @@ impl ReadyProbe {
 }
 
 /// 200 when the ledger answers a read and at least one tool is loaded, else 503 naming which.
-async fn ready(runtime: &Arc<Runtime>) -> Response<Body> {
+/// `/readyz`: 200 when the ledger answers a read and tools are loaded, else 503. The body
+/// says why (`ledger`, `tools`) only on the operator's listener (`detail`); on the MCP port,
+/// which anyone reaches, it says `ready` and nothing else: not how many tools there are.
+async fn ready(runtime: &Arc<Runtime>, detail: bool) -> Response<Body> {
     static PROBE: ReadyProbe = ReadyProbe::new();
     let rt = runtime.clone();
     let ledger = PROBE
@@ -105,8 +109,14 @@ async fn ready(runtime: &Arc<Runtime>) -> Response<Body> {
         })
         .await;
     let tools = runtime.registry().tools().count();
-    let body = serde_json::json!({ "ledger": ledger, "tools": tools }).to_string();
-    let status = if ledger && tools > 0 {
+    let ready = ledger && tools > 0;
+    let body = if detail {
+        serde_json::json!({ "ledger": ledger, "tools": tools })
+    } else {
+        serde_json::json!({ "ready": ready })
+    };
+    let body = body.to_string();
+    let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
