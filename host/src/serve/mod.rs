@@ -39,6 +39,7 @@ pub mod sessions;
 pub mod stateless;
 pub mod stdio;
 pub mod streams;
+mod task_view;
 pub mod tasks;
 
 use std::net::SocketAddr;
