@@ -57,6 +57,20 @@ impl Door {
     /// Let one request of `principal` in, or say why not. The pass it returns counts the
     /// request in flight until it is dropped (keep it with the response's body).
     pub fn enter(self: &Arc<Self>, principal: &str) -> Result<Pass, Refused> {
+        self.admit(principal, true)
+    }
+
+    /// Count one more of `principal`'s calls in flight without taking from its rate (a task
+    /// that runs on after the request that started it, which took from the rate, was
+    /// answered), or say why not. The request that starts a task holds a pass of its own while
+    /// it asks, so a caller allowed `n` in flight runs at most `n - 1` tasks at once and always
+    /// has room left to poll them.
+    pub fn hold(self: &Arc<Self>, principal: &str) -> Result<Pass, Refused> {
+        self.admit(principal, false)
+    }
+
+    /// One more of `principal`'s requests in flight, taking from its rate when `rated`.
+    fn admit(self: &Arc<Self>, principal: &str, rated: bool) -> Result<Pass, Refused> {
         let now = Instant::now();
         let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
         if callers.len() >= MAX_TRACKED_CALLERS && !callers.contains_key(principal) {
@@ -70,7 +84,7 @@ impl Door {
         if c.in_flight >= self.max_in_flight {
             return Err(Refused::InFlight);
         }
-        if let Some(rate) = self.rate {
+        if let Some(rate) = self.rate.filter(|_| rated) {
             let refill = now.duration_since(c.last).as_secs_f64() * rate;
             c.tokens = (c.tokens + refill).min(self.burst);
             c.last = now;
@@ -78,28 +92,6 @@ impl Door {
                 return Err(Refused::Rate);
             }
             c.tokens -= 1.0;
-        }
-        c.in_flight += 1;
-        Ok(Pass {
-            door: self.clone(),
-            principal: principal.to_string(),
-        })
-    }
-
-    /// Count one more of `principal`'s calls in flight without taking from its rate (a task
-    /// that runs on after the request that started it, which took from the rate, was
-    /// answered), or say why not. The request that starts a task holds a pass of its own while
-    /// it asks, so a caller allowed `n` in flight runs at most `n - 1` tasks at once and always
-    /// has room left to poll them.
-    pub fn hold(self: &Arc<Self>, principal: &str) -> Result<Pass, Refused> {
-        let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
-        let c = callers.entry(principal.to_string()).or_insert(Caller {
-            tokens: self.burst,
-            last: Instant::now(),
-            in_flight: 0,
-        });
-        if c.in_flight >= self.max_in_flight {
-            return Err(Refused::InFlight);
         }
         c.in_flight += 1;
         Ok(Pass {
