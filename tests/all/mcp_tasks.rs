@@ -267,6 +267,78 @@ fn a_task_counts_against_its_callers_requests_in_flight() {
     until(&host, &next, "completed", PATIENCE);
 }
 
+/// The task rows of the ledger under `config`: each task's tool, whether its row keeps the
+/// call's arguments, and whether it is open.
+fn task_rows(config: &std::path::Path) -> Vec<(String, bool, bool)> {
+    let db = config.parent().unwrap().join("data/ledger.sqlite");
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT tool, arguments_json IS NOT NULL, open_bytes IS NOT NULL FROM tasks
+             ORDER BY created_at_ms, task_id",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// A caller's open tasks are capped (`open_tasks_per_caller`): past it, a task call is refused
+/// `rate_limited` in the request and nothing is recorded of it; another caller has room of its
+/// own; a task that ends frees its place. With `record_content` off, a task row keeps no
+/// arguments of a call that needs no approval.
+#[test]
+fn a_callers_open_tasks_are_capped_and_keep_no_content() {
+    let (_dir, cfg) = config_serving("", "open_tasks_per_caller = 2");
+    let host = http_serve(&cfg);
+    let secret = "do-not-keep-this-label";
+    let held: Vec<_> = (0..2)
+        .map(|i| {
+            start(
+                &host,
+                "slow_compute",
+                json!({"seconds": 120, "label": format!("{secret}-{i}")}),
+            )
+        })
+        .collect();
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "third"}});
+    let refused = send(&host, ALICE, &request(8, "tools/call", params, true));
+    assert_eq!(refused["result"]["resultType"], "complete", "{refused}");
+    assert_eq!(
+        refused["result"]["_meta"]["toolhost/failure"]["code"], "rate_limited",
+        "{refused}"
+    );
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "bob"}});
+    let other = send(&host, MALLORY, &request(9, "tools/call", params, true));
+    assert_eq!(other["result"]["resultType"], "task", "{other}");
+    let rows = task_rows(&cfg);
+    assert_eq!(rows.len(), 3, "the refused call has no row: {rows:?}");
+    assert!(rows.iter().all(|(_, kept, _)| !kept), "{rows:?}");
+    let db = std::fs::read(cfg.parent().unwrap().join("data/ledger.sqlite")).unwrap();
+    let wal =
+        std::fs::read(cfg.parent().unwrap().join("data/ledger.sqlite-wal")).unwrap_or_default();
+    for bytes in [&db, &wal] {
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "an argument reached the ledger's files"
+        );
+    }
+
+    cancel(&host, ALICE, &held[0]);
+    until(&host, &held[0], "failed", CANCEL_BOUND);
+    let next = start(
+        &host,
+        "slow_compute",
+        json!({"seconds": 0, "label": "next"}),
+    );
+    until(&host, &next, "completed", PATIENCE);
+    cancel(&host, ALICE, &held[1]);
+    until(&host, &held[1], "failed", CANCEL_BOUND);
+}
+
 /// `tasks/update` answers to the authority `tools/call` does: an access token of the same
 /// principal without the scope the task's tool needs cannot approve it (`-32600`, naming the
 /// scope; the task still waits), one with it can. A scope rule naming a tool the caller may
@@ -364,6 +436,10 @@ fn a_task_waits_for_approval_and_runs_once_approved() {
     let host = http_serve(&cfg);
     let task = start(&host, "confirm_delete", json!({"filename": "a.txt"}));
     let waiting = until(&host, &task, "input_required", PATIENCE);
+    assert_eq!(
+        task_rows(&cfg),
+        [("confirm_delete".to_string(), true, true)]
+    );
     let question = &waiting["inputRequests"]["approval"];
     assert_eq!(question["method"], "elicitation/create", "{waiting}");
     assert!(question["params"]["message"]
@@ -392,6 +468,12 @@ fn a_task_waits_for_approval_and_runs_once_approved() {
     assert!(tasks[0]["call_id"].as_str().unwrap().ends_with("~approved"));
     assert_eq!(tasks[0]["call"]["state"], "finished", "{}", tasks[0]);
     assert!(tasks[0].get("arguments").is_none());
+    // The row kept the arguments while the call waited (any host shows and runs them), and
+    // forgets them once the approved call ended.
+    assert_eq!(
+        task_rows(&cfg),
+        [("confirm_delete".to_string(), false, false)]
+    );
 
     let declined = start(&host, "confirm_delete", json!({"filename": "b.txt"}));
     until(&host, &declined, "input_required", PATIENCE);

@@ -41,7 +41,7 @@ pub(super) async fn serve(
     };
     warn(rt.registry());
     warn_descriptors(rt.sandbox().descriptors());
-    let shared = crate::serve::Shared::new(std::sync::Arc::new(rt), config.serve.task_ttl_secs);
+    let shared = crate::serve::Shared::new(std::sync::Arc::new(rt), &config.serve);
     let _ops = match start_ops(&shared.runtime, metrics).await {
         Ok(guard) => guard,
         Err(code) => return code,

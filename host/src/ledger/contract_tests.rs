@@ -171,6 +171,9 @@ contract!(
     a_dead_hosts_tasks_are_lost_or_unknown,
     a_task_moves_to_its_approved_call_once,
     expired_tasks_are_gone_and_pruned,
+    a_callers_open_tasks_are_capped_on_every_host,
+    task_caps_hold_under_concurrency,
+    a_task_keeps_arguments_only_while_they_are_needed,
 );
 
 pub(super) fn call(id: &str, args: Value) -> ToolCall {

@@ -143,7 +143,7 @@ pub use postgres::PgConfig;
 #[cfg(test)]
 pub(crate) use sqlite::SqliteBackend;
 pub use store::{LedgerOptions, TokenSpend, TranscriptEntry};
-pub use task_record::{NewTask, TaskCall, TaskRecord, MAX_TASK_TTL_MS};
+pub use task_record::{NewTask, TaskCall, TaskCaps, TaskCreated, TaskRecord, MAX_TASK_TTL_MS};
 pub use transcript::MAX_TRANSCRIPT_DETAIL;
 pub use verdicts::{
     Reconciliation, UnknownFilter, Verdict, MAX_LISTED_UNKNOWN, MAX_RECONCILE_TEXT_BYTES,

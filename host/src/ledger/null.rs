@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use super::events::CallRecord;
 use super::limits::{Budget, MemoryLimits};
 use super::store::{ready, Pending, Store, TokenSpend, TranscriptEntry};
-use super::task_record::{NewTask, TaskRecord};
+use super::task_record::{NewTask, TaskCaps, TaskCreated, TaskRecord};
 use super::verdicts::{Settled, UnknownFilter};
 use super::write::{Admission, Applied, Backend, Write};
 use super::LedgerError;
@@ -109,8 +109,18 @@ impl Store for NullStore {
         Err(LedgerError::unknown(run_id, call_id))
     }
 
-    fn create_task(&self, _task: &NewTask, _now: i64) -> Result<bool, LedgerError> {
-        Ok(true)
+    fn create_task(
+        &self,
+        _: &NewTask,
+        _: Option<&str>,
+        _: &TaskCaps,
+        _: i64,
+    ) -> Result<TaskCreated, LedgerError> {
+        Ok(TaskCreated::Created)
+    }
+
+    fn close_task(&self, _task_id: &str) -> Result<(), LedgerError> {
+        Ok(())
     }
 
     fn task(&self, _task_id: &str, _now: i64) -> Result<Option<TaskRecord>, LedgerError> {

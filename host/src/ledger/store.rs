@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::CallRecord;
 use super::limits::Budget;
-use super::task_record::{NewTask, TaskRecord};
+use super::task_record::{NewTask, TaskCaps, TaskCreated, TaskRecord};
 use super::verdicts::{Settled, UnknownFilter};
 use super::write::Backend;
 use super::LedgerError;
@@ -116,9 +116,21 @@ pub(crate) trait Store: Send + Sync {
     /// has one, `NotOutcomeUnknown` if it did not end so, `UnknownCall` if never admitted.
     fn reconcile(&self, run_id: &str, call_id: &str, settled: &Settled) -> Result<(), LedgerError>;
 
-    /// Record `task`, run by this host, created at `now` (unix milliseconds), unless a task
-    /// with its id exists: whether it was recorded.
-    fn create_task(&self, task: &NewTask, now: i64) -> Result<bool, LedgerError>;
+    /// Record `task` (its row keeping `content` as its arguments), run by this host, created
+    /// at `now` (unix milliseconds), unless a task with its id exists or its caller's open
+    /// tasks not expired by `now` would pass `caps`; checked and recorded atomically for every
+    /// host of the ledger.
+    fn create_task(
+        &self,
+        task: &NewTask,
+        content: Option<&str>,
+        caps: &TaskCaps,
+        now: i64,
+    ) -> Result<TaskCreated, LedgerError>;
+
+    /// Close `task_id`: it stops counting against its caller's caps and its row forgets the
+    /// arguments.
+    fn close_task(&self, task_id: &str) -> Result<(), LedgerError>;
 
     /// The task `task_id` with its call's state, unless it is missing or expired by `now`.
     fn task(&self, task_id: &str, now: i64) -> Result<Option<TaskRecord>, LedgerError>;

@@ -20,11 +20,48 @@ pub struct NewTask {
     pub run_id: String,
     pub call_id: String,
     pub tool: String,
-    /// The call's arguments (JSON): kept with the task until it is pruned, so that any host
-    /// can show them for approval and run the approved call.
+    /// The call's arguments (JSON). The row keeps them while the task is open, and only under
+    /// `record_content` or when [`NewTask::for_approval`]; their length counts against the
+    /// caller's [`TaskCaps::bytes`] either way.
     pub arguments: String,
+    /// What a resend is compared with: the digest of the tool and its canonical arguments.
+    pub call_digest: String,
+    /// The call waits for a human before it runs: any host must be able to show its arguments
+    /// and run the approved call, so the row keeps them until the task closes.
+    pub for_approval: bool,
     /// Kept this long after creation (at most [`MAX_TASK_TTL_MS`]), then pruned.
     pub ttl_ms: i64,
+}
+
+/// What one caller (principal and tenant) may hold in open tasks, on every host of a ledger:
+/// a task is open from its creation until its call ends other than waiting for approval, it
+/// is cancelled, or it expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskCaps {
+    /// Open tasks at once.
+    pub open: u32,
+    /// The arguments of those tasks together, in bytes.
+    pub bytes: u64,
+}
+
+impl TaskCaps {
+    /// Whether a caller holding `open` open tasks of `bytes` argument bytes may open one more
+    /// of `size` bytes.
+    pub(crate) fn admit(&self, open: i64, bytes: i64, size: i64) -> bool {
+        open < i64::from(self.open)
+            && bytes.saturating_add(size) <= i64::try_from(self.bytes).unwrap_or(i64::MAX)
+    }
+}
+
+/// What [`Ledger::create_task`](super::Ledger::create_task) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskCreated {
+    /// Recorded, open.
+    Created,
+    /// A task with its id exists (a resend of a named call): nothing changed.
+    Exists,
+    /// The caller holds its [`TaskCaps`] already: nothing recorded.
+    Full,
 }
 
 /// Where a task's call is, as the ledger knows it now.
@@ -48,9 +85,15 @@ pub struct TaskRecord {
     pub run_id: String,
     pub call_id: String,
     pub tool: String,
-    /// The call's arguments, as the task was created with them.
+    /// The call's arguments, while the task is open and the row keeps them (see
+    /// [`NewTask::arguments`]).
     #[serde(skip)]
-    pub arguments: serde_json::Value,
+    pub arguments: Option<serde_json::Value>,
+    /// The digest of the tool and its canonical arguments ([`NewTask::call_digest`]).
+    #[serde(skip)]
+    pub call_digest: String,
+    /// Whether the task still counts against its caller's [`TaskCaps`].
+    pub open: bool,
     /// The host that runs its call.
     pub owner: String,
     /// Unix milliseconds.
@@ -80,7 +123,11 @@ pub(crate) fn task_call(
     })
 }
 
-/// A task's stored arguments back.
-pub(crate) fn task_arguments(json: &str) -> Result<serde_json::Value, LedgerError> {
-    serde_json::from_str(json).map_err(|e| LedgerError::Corrupt(format!("a task's arguments: {e}")))
+/// A task's stored arguments back, if the row keeps them.
+pub(crate) fn task_arguments(
+    json: Option<String>,
+) -> Result<Option<serde_json::Value>, LedgerError> {
+    json.map(|j| serde_json::from_str(&j))
+        .transpose()
+        .map_err(|e| LedgerError::Corrupt(format!("a task's arguments: {e}")))
 }

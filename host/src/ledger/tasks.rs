@@ -7,19 +7,33 @@
 //! ([`Ledger::cancelled_tasks`]) and stops those calls. A host that dies leaves its calls to
 //! recovery (`outcome_unknown`), and a task whose call it never admitted is [`TaskCall::Lost`].
 //! Tasks are pruned once past their expiry; their calls stay in the ledger.
+//!
+//! A task is open until its call ends other than waiting for approval, it is cancelled, or it
+//! expires; a caller's open tasks are bounded in number and argument bytes ([`TaskCaps`]),
+//! checked and recorded in one transaction so that no two hosts both take the last place. A
+//! row keeps its call's arguments only while it is open, and only under `record_content` or
+//! for a call that waits for approval (any host must show and run it); otherwise their digest.
 
 use super::codec::now_ms;
-use super::task_record::{NewTask, TaskRecord, MAX_TASK_TTL_MS};
+use super::task_record::{NewTask, TaskCall, TaskCaps, TaskCreated, TaskRecord, MAX_TASK_TTL_MS};
 use super::{Ledger, LedgerError};
 
 impl Ledger {
-    /// Record `task`, run by this host, created now, unless a task with its id exists:
-    /// whether it was recorded (the id of a task a client named is the same on a resend).
-    pub fn create_task(&self, task: &NewTask) -> Result<bool, LedgerError> {
+    /// Record `task`, run by this host, created now, unless a task with its id exists (the id
+    /// of a task a client named is the same on a resend) or its caller holds `caps` already.
+    pub fn create_task(&self, task: &NewTask, caps: &TaskCaps) -> Result<TaskCreated, LedgerError> {
         super::error::check_key(&task.run_id, &task.call_id, &task.tool)?;
         let mut task = task.clone();
         task.ttl_ms = task.ttl_ms.clamp(1, MAX_TASK_TTL_MS);
-        self.store.create_task(&task, now_ms())
+        let content =
+            (self.options.record_content || task.for_approval).then_some(task.arguments.as_str());
+        self.store.create_task(&task, content, caps, now_ms())
+    }
+
+    /// Close `task_id`: it no longer counts against its caller's caps, and its row forgets
+    /// the call's arguments (idempotent).
+    pub fn close_task(&self, task_id: &str) -> Result<(), LedgerError> {
+        self.store.close_task(task_id)
     }
 
     /// The task `task_id` as `principal` of `tenant` may see it: `None` when there is no such
@@ -47,10 +61,15 @@ impl Ledger {
         principal: &str,
         tenant: &str,
     ) -> Result<bool, LedgerError> {
-        if self.task(task_id, principal, tenant)?.is_none() {
+        let Some(task) = self.task(task_id, principal, tenant)? else {
             return Ok(false);
-        }
+        };
         self.store.cancel_task(task_id, now_ms())?;
+        // A task whose call has ended (waiting for approval, say) has no run to stop: the
+        // cancel closes it here. A running one is closed by its host when its call ends.
+        if matches!(task.call, TaskCall::Finished(_)) {
+            self.store.close_task(task_id)?;
+        }
         Ok(true)
     }
 

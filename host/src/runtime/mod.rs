@@ -32,7 +32,9 @@ use guards::{Concurrency, RateLimiter};
 pub use clock::Clock;
 pub use copies::MAX_WAITING_DUPLICATES;
 pub use diagnostics::Diagnostics;
+pub use owner::call_digest;
 pub use reconcile::ReconcileError;
+pub use validate::Passes;
 
 /// Largest serialized argument object accepted, checked before anything else looks at it.
 pub const MAX_INPUT_BYTES: usize = 1 << 20;

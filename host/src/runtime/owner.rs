@@ -14,6 +14,12 @@ pub(super) fn admission_digest(ctx: &RunContext, call: &ToolCall) -> (String, u6
     (digest, canonical.len() as u64, arguments_len as u64)
 }
 
+/// The digest of `call`'s tool and canonical arguments, whoever asks: two calls with the
+/// same digest are the same call.
+pub fn call_digest(call: &ToolCall) -> String {
+    digest_bytes(&canonical_call(&call.name, &call.arguments).0)
+}
+
 /// The answer to another caller's id: what authorization answers.
 pub(super) fn foreign(call: &ToolCall) -> ToolResult {
     ToolResult::failed(

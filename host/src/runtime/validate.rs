@@ -54,21 +54,28 @@ impl Runtime {
     }
 }
 
+/// What the checks before a run say of a call that passes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Passes {
+    /// The call will wait for a human's approval before it runs.
+    pub needs_approval: bool,
+}
+
 impl Runtime {
     /// Whether `call` would pass resolve, validate and authorize for `ctx`'s caller: the tool
     /// is visible to them, the arguments are valid, and the policy allows the call. A front
     /// door that answers before running (an MCP task) asks this first, so that a call the
     /// pipeline would refuse is refused at once, and nothing of it is kept for later.
-    pub fn would_pass_checks(&self, ctx: &RunContext, call: &ToolCall) -> bool {
-        let Some(tool) = self.visible_tool(&ctx.principal, &ctx.tenant, &call.name) else {
-            return false;
-        };
-        if self.validate(tool, &call.arguments, None).is_err() {
-            return false;
-        }
+    pub fn would_pass_checks(&self, ctx: &RunContext, call: &ToolCall) -> Option<Passes> {
+        let tool = self.visible_tool(&ctx.principal, &ctx.tenant, &call.name)?;
+        self.validate(tool, &call.arguments, None).ok()?;
         let subject = crate::policy::Subject::new(&ctx.principal, &ctx.tenant);
-        self.policy
+        let allowed = self
+            .policy
             .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments)
-            .allowed
+            .allowed;
+        allowed.then(|| Passes {
+            needs_approval: crate::policy::needs_approval(tool.approval, tool.risk),
+        })
     }
 }

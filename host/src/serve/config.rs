@@ -9,6 +9,8 @@
 //! allowed_origins = []                # browser origins; besides them only the server's own
 //!                                     # (loopback bind) pass an Origin check
 //! task_ttl_secs = 3600                # how long an MCP task is kept (default 3600)
+//! open_tasks_per_caller = 32          # open MCP tasks per principal and tenant (default 32)
+//! task_bytes_per_caller = 8388608     # their arguments together, in bytes (default 8 MiB)
 //!
 //! [[serve.token]]
 //! sha256 = "9f86d0…"                  # hex SHA-256 of the bearer token, never the token
@@ -56,6 +58,17 @@ pub struct ServeConfig {
     /// ledger). From 1 to 86400; default 3600.
     #[serde(default = "default_task_ttl")]
     pub task_ttl_secs: u64,
+    /// MCP tasks one caller (principal and tenant) may hold open at once, on every host of
+    /// the ledger: a task is open until its call ends (other than waiting for approval), it
+    /// is cancelled, or it expires. Past it, a call of a task tool is refused `rate_limited`.
+    /// From 1 to 10000; default 32.
+    #[serde(default = "default_open_tasks")]
+    pub open_tasks_per_caller: u32,
+    /// Bytes of arguments one caller's open tasks may hold together (the ledger keeps them
+    /// while a call waits for approval, or under `record_content`). From 1024 to 1 GiB;
+    /// default 8 MiB.
+    #[serde(default = "default_task_bytes")]
+    pub task_bytes_per_caller: u64,
     /// Access tokens from an OAuth 2.1 issuer, beside the static tokens (`serve/oauth.rs`).
     #[serde(default)]
     pub oauth: Option<super::oauth::OAuthConfig>,
@@ -81,6 +94,14 @@ fn default_task_ttl() -> u64 {
     super::tasks::DEFAULT_TASK_TTL_SECS
 }
 
+fn default_open_tasks() -> u32 {
+    32
+}
+
+fn default_task_bytes() -> u64 {
+    8 << 20
+}
+
 fn default_session_idle() -> u64 {
     1_800
 }
@@ -103,6 +124,8 @@ impl Default for ServeConfig {
             stream_lifetime_secs: default_stream_lifetime(),
             session_idle_secs: default_session_idle(),
             task_ttl_secs: default_task_ttl(),
+            open_tasks_per_caller: default_open_tasks(),
+            task_bytes_per_caller: default_task_bytes(),
             oauth: None,
             requests_per_second: None,
             request_burst: None,
@@ -174,6 +197,14 @@ impl Identity {
 }
 
 impl ServeConfig {
+    /// What one caller may hold in open MCP tasks.
+    pub fn task_caps(&self) -> crate::ledger::TaskCaps {
+        crate::ledger::TaskCaps {
+            open: self.open_tasks_per_caller,
+            bytes: self.task_bytes_per_caller,
+        }
+    }
+
     /// Every problem of the `[serve]` section: an identity must name someone, the `Host`
     /// allowlist must admit something, and an origin must be `scheme://host[:port]`.
     pub fn validate(&self, problems: &mut Vec<ConfigProblem>) {
@@ -227,6 +258,19 @@ impl ServeConfig {
             bad(
                 "serve.task_ttl_secs".into(),
                 "must be from 1 to 86400 seconds: a task is kept that long, then pruned",
+            );
+        }
+        if !(1..=10_000).contains(&self.open_tasks_per_caller) {
+            bad(
+                "serve.open_tasks_per_caller".into(),
+                "must be from 1 to 10000: each open task holds a ledger row and may hold a run",
+            );
+        }
+        if !(1024..=1 << 30).contains(&self.task_bytes_per_caller) {
+            bad(
+                "serve.task_bytes_per_caller".into(),
+                "must be from 1024 to 1073741824 bytes (the arguments a caller's open tasks \
+                 may hold together)",
             );
         }
         for (i, t) in self.tokens.iter().enumerate() {

@@ -73,11 +73,11 @@ pub enum ServeError {
 }
 
 impl Shared {
-    /// What every session of a server shares; MCP tasks are kept `task_ttl_secs`. Starts the
-    /// task watcher (`tasks.rs`) on the current runtime.
-    pub fn new(runtime: Arc<Runtime>, task_ttl_secs: u64) -> Shared {
+    /// What every session of a server shares; MCP tasks are kept and bounded as `config`
+    /// says. Starts the task watcher (`tasks.rs`) on the current runtime.
+    pub fn new(runtime: Arc<Runtime>, config: &ServeConfig) -> Shared {
         let seal = mrtr::StateSeal::new(runtime.derived_key(mrtr::STATE_KEY_PURPOSE));
-        let tasks = tasks::Tasks::new(task_ttl_secs);
+        let tasks = tasks::Tasks::new(config.task_ttl_secs, config.task_caps());
         tokio::spawn(tasks.clone().watch(runtime.clone()));
         Shared {
             runtime,

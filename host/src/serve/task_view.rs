@@ -59,16 +59,22 @@ fn finished(
     wrap: bool,
 ) -> TaskPayload {
     if let (Some(Code::ApprovalRequired), Some(a)) = (result.code, &result.approval) {
-        let q = Question {
-            tool: &task.tool,
-            run_id: &task.run_id,
-            call_id: &task.call_id,
-            handle: &a.handle,
-            expires_at: a.expires_at,
-            arguments: &task.arguments,
-        };
-        if let Some(input_requests) = seal.ask(&q, caller).and_then(|r| r.input_requests) {
-            return TaskPayload::InputRequired { input_requests };
+        // A waiting call cancelled before anyone approved it never ran.
+        if task.cancel_requested_at_ms.is_some() {
+            return TaskPayload::Cancelled;
+        }
+        if let Some(arguments) = task.arguments.as_ref().filter(|_| task.open) {
+            let q = Question {
+                tool: &task.tool,
+                run_id: &task.run_id,
+                call_id: &task.call_id,
+                handle: &a.handle,
+                expires_at: a.expires_at,
+                arguments,
+            };
+            if let Some(input_requests) = seal.ask(&q, caller).and_then(|r| r.input_requests) {
+                return TaskPayload::InputRequired { input_requests };
+            }
         }
     }
     match (result.status, result.code) {

@@ -33,7 +33,8 @@ use super::{Identity, Shared};
 use crate::contract::{
     ApproverHandle, Code, RunContext, Stage, TaskMode, ToolCall, ToolResult, Usage,
 };
-use crate::ledger::{NewTask, TaskCall, TaskRecord};
+use crate::ledger::{NewTask, TaskCall, TaskCaps, TaskCreated, TaskRecord};
+use crate::runtime::call_digest;
 use crate::Runtime;
 
 /// How often a host reads the cancel marks of the tasks it runs: the longest a cancel asked on
@@ -77,16 +78,19 @@ pub struct Tasks {
     /// Numbers the runs, so that a run that ends removes its own entry only.
     runs: std::sync::atomic::AtomicU64,
     ttl_ms: i64,
+    /// What one caller may hold in open tasks.
+    caps: TaskCaps,
 }
 
 impl Tasks {
-    /// Tasks kept `ttl_secs` after creation.
-    pub fn new(ttl_secs: u64) -> Arc<Tasks> {
+    /// Tasks kept `ttl_secs` after creation, each caller's open ones bounded by `caps`.
+    pub fn new(ttl_secs: u64, caps: TaskCaps) -> Arc<Tasks> {
         let ttl_ms = i64::try_from(ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
         Arc::new(Tasks {
             running: Mutex::new(HashMap::new()),
             runs: std::sync::atomic::AtomicU64::new(0),
             ttl_ms: ttl_ms.clamp(1, crate::ledger::MAX_TASK_TTL_MS),
+            caps,
         })
     }
 
@@ -128,16 +132,17 @@ impl Tasks {
     /// and run the call on this host (tracked by `tracker`).
     ///
     /// A call the client named (a request id in a session; `toolhost/callId` in a `stateless`
-    /// request) has the task id of its name: a resend of it is the
-    /// same task, answered without running again; the same name with another tool or other
-    /// arguments, or a name a call answered in a request already holds, is `None` (the
-    /// request's own answer follows: a replay or `duplicate_call_id`). An unnamed
-    /// call gets a call id of its own task, so that no two tasks share a call.
+    /// request) has the task id of its name: a resend of it is the same task, answered without
+    /// running again; the same name with another tool or other arguments, or a name a call
+    /// answered in a request already holds, is [`Created::Answer`] (the request's own answer
+    /// follows: a replay or `duplicate_call_id`). An unnamed call gets a call id of its own
+    /// task, so that no two tasks share a call.
     ///
     /// A call the pipeline would refuse at resolve, validate or authorize is no task: the
     /// request answers it at once, and no row keeps its arguments. Over HTTP the task counts
-    /// as one of its caller's requests in flight until its call ends; a caller with none left
-    /// is refused `rate_limited` (recorded, as the pipeline's own rate refusals are).
+    /// as one of its caller's requests in flight until its call ends; and every caller's open
+    /// tasks are bounded by the caps (`ledger/tasks.rs`). A caller with no room left is refused
+    /// `rate_limited` (recorded, as the pipeline's own rate refusals are).
     pub async fn create(
         self: &Arc<Tasks>,
         shared: &Shared,
@@ -146,9 +151,9 @@ impl Tasks {
         (token, stateless, admitted): (Option<String>, bool, Option<Admitted>),
     ) -> Result<Created, ErrorData> {
         let (runtime, tracker) = (&shared.runtime, &shared.tracker);
-        if !runtime.would_pass_checks(&ctx, &call) {
+        let Some(passes) = runtime.would_pass_checks(&ctx, &call) else {
             return Ok(Created::Answer);
-        }
+        };
         let named = !stateless || call.call_id.starts_with("key:");
         let task_id = if named {
             named_task(&ctx, &call.call_id)
@@ -165,6 +170,8 @@ impl Tasks {
             call_id: call.call_id.clone(),
             tool: call.name.clone(),
             arguments: call.arguments.to_string(),
+            call_digest: call_digest(&call),
+            for_approval: passes.needs_approval,
             ttl_ms: self.ttl_ms,
         };
         // A named call the ledger knows (a task's, or one answered in a request) is not run
@@ -178,24 +185,33 @@ impl Tasks {
             Some(Err(_)) => {
                 let message = "too many of this caller's requests and tasks are in flight; \
                                try again when one ends";
-                let r = ToolResult::failed(&call, Code::RateLimited, message, Usage::default());
-                let r = runtime.refuse_at(&ctx, &call, Stage::Limit, r).await;
-                return Ok(Created::Refused(Box::new(r)));
+                return Ok(self.refuse(runtime, &ctx, &call, message).await);
             }
         };
-        let rt = runtime.clone();
-        let created = task.clone();
-        if known || !blocking(move || rt.ledger().create_task(&created)).await? {
-            let caller = Identity {
-                principal: ctx.principal.clone(),
-                tenant: ctx.tenant.clone(),
-            };
-            let known = self.find(runtime, &caller, &task.task_id).await.ok();
-            return Ok(known
-                .filter(|t| t.tool == call.name && t.arguments == call.arguments)
-                .map_or(Created::Answer, |t| {
-                    Created::Task(seed(&t.task_id, t.created_at_ms, self.ttl_ms))
-                }));
+        let created = if known {
+            TaskCreated::Exists
+        } else {
+            let (rt, created, caps) = (runtime.clone(), task.clone(), self.caps);
+            blocking(move || rt.ledger().create_task(&created, &caps)).await?
+        };
+        match created {
+            TaskCreated::Created => {}
+            TaskCreated::Full => {
+                let message = "this caller holds too many open tasks; try again when one ends";
+                return Ok(self.refuse(runtime, &ctx, &call, message).await);
+            }
+            TaskCreated::Exists => {
+                let caller = Identity {
+                    principal: ctx.principal.clone(),
+                    tenant: ctx.tenant.clone(),
+                };
+                let known = self.find(runtime, &caller, &task.task_id).await.ok();
+                return Ok(known
+                    .filter(|t| t.call_digest == task.call_digest)
+                    .map_or(Created::Answer, |t| {
+                        Created::Task(seed(&t.task_id, t.created_at_ms, self.ttl_ms))
+                    }));
+            }
         }
         self.run(runtime, tracker, &task.task_id, (ctx, call, token), pass);
         Ok(Created::Task(seed(
@@ -203,6 +219,19 @@ impl Tasks {
             crate::ledger::now_ms(),
             self.ttl_ms,
         )))
+    }
+
+    /// The recorded `rate_limited` refusal of a task call its caller has no room for.
+    async fn refuse(
+        &self,
+        runtime: &Runtime,
+        ctx: &RunContext,
+        call: &ToolCall,
+        message: &str,
+    ) -> Created {
+        let r = ToolResult::failed(call, Code::RateLimited, message, Usage::default());
+        let r = runtime.refuse_at(ctx, call, Stage::Limit, r).await;
+        Created::Refused(Box::new(r))
     }
 
     /// Run `call` for task `task_id` on this host: its token is registered for cancels until
@@ -222,11 +251,20 @@ impl Tasks {
         let (tasks, runtime, id) = (self.clone(), runtime.clone(), task_id.to_owned());
         tracker.spawn(async move {
             let _in_flight = pass;
-            runtime.run_call(&ctx, &call, token.as_deref()).await;
-            let mut running = tasks.running();
-            // Only this run's entry: the approved call of the same task may have replaced it.
-            if running.get(&id).is_some_and(|(g, _)| *g == run) {
-                running.remove(&id);
+            let result = runtime.run_call(&ctx, &call, token.as_deref()).await;
+            {
+                let mut running = tasks.running();
+                // Only this run's entry: the approved call of the same task may have replaced
+                // it.
+                if running.get(&id).is_some_and(|(g, _)| *g == run) {
+                    running.remove(&id);
+                }
+            }
+            // A call that waits for approval keeps its task open (and its arguments, for the
+            // approved call); any other end closes it.
+            if result.code != Some(Code::ApprovalRequired) {
+                let rt = runtime.clone();
+                let _ = blocking(move || rt.ledger().close_task(&id)).await;
             }
         });
     }
@@ -291,6 +329,10 @@ impl Tasks {
         let TaskCall::Finished(waiting) = &task.call else {
             return Ok(());
         };
+        // A closed task (cancelled) has nothing left to approve.
+        let Some(arguments) = task.arguments.clone().filter(|_| task.open) else {
+            return Ok(());
+        };
         let Some(approval) = waiting
             .approval
             .as_ref()
@@ -324,7 +366,7 @@ impl Tasks {
         let call = ToolCall {
             call_id: to,
             name: task.tool.clone(),
-            arguments: task.arguments.clone(),
+            arguments,
         };
         let token = match given {
             Answer::Approve => match super::approvals::approved_handle(runtime, &approval.handle) {

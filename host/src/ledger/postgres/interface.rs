@@ -7,7 +7,7 @@ use std::path::Path;
 use super::super::limits::Budget;
 use super::super::store::TranscriptEntry;
 use super::super::store::{Pending, Store};
-use super::super::task_record::{NewTask, TaskRecord};
+use super::super::task_record::{NewTask, TaskCaps, TaskCreated, TaskRecord};
 use super::super::verdicts::{Settled, UnknownFilter};
 use super::super::write::Backend;
 use super::super::{CallRecord, LedgerError, TokenSpend};
@@ -79,8 +79,18 @@ impl Store for PgStore {
         PgStore::reconcile(self, run_id, call_id, settled)
     }
 
-    fn create_task(&self, task: &NewTask, now: i64) -> Result<bool, LedgerError> {
-        PgStore::create_task(self, task, now)
+    fn create_task(
+        &self,
+        task: &NewTask,
+        content: Option<&str>,
+        caps: &TaskCaps,
+        now: i64,
+    ) -> Result<TaskCreated, LedgerError> {
+        PgStore::create_task(self, task, content, caps, now)
+    }
+
+    fn close_task(&self, task_id: &str) -> Result<(), LedgerError> {
+        PgStore::close_task(self, task_id)
     }
 
     fn task(&self, task_id: &str, now: i64) -> Result<Option<TaskRecord>, LedgerError> {

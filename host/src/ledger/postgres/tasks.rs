@@ -1,38 +1,67 @@
 //! Tasks in PostgreSQL: the task's row, read with its call's state and its host's lease;
 //! cancel marks any host may set; pruning.
 
-use super::super::task_record::{task_arguments, task_call, NewTask, TaskRecord};
+use serde_json::json;
+
+use super::super::task_record::{
+    task_arguments, task_call, NewTask, TaskCaps, TaskCreated, TaskRecord,
+};
 use super::super::LedgerError;
 use super::store::DB_NOW_MS;
 use super::PgStore;
 
 impl PgStore {
-    pub fn create_task(&self, task: &NewTask, now: i64) -> Result<bool, LedgerError> {
-        let (c, t, owner) = (self.connector(), task.clone(), self.owner().to_owned());
+    pub fn create_task(
+        &self,
+        task: &NewTask,
+        content: Option<&str>,
+        caps: &TaskCaps,
+        now: i64,
+    ) -> Result<TaskCreated, LedgerError> {
+        let (c, owner) = (self.connector(), self.owner().to_owned());
+        let content = content.map(str::to_owned);
+        let t = serde_json::to_string(&json!({
+            "task_id": task.task_id,
+            "principal": task.principal,
+            "tenant": task.tenant,
+            "run_id": task.run_id,
+            "call_id": task.call_id,
+            "tool": task.tool,
+            "call_digest": task.call_digest,
+            "size": task.arguments.len(),
+            "expires_at_ms": now.saturating_add(task.ttl_ms),
+        }))?;
+        let open = i64::from(caps.open);
+        let bytes = i64::try_from(caps.bytes).unwrap_or(i64::MAX);
         self.run(async move {
-            let n = c
+            let row = c
                 .get()
                 .await?
-                .execute(
-                    "INSERT INTO tasks (task_id, principal, tenant, run_id, call_id, tool,
-                         arguments_json, owner, created_at_ms, updated_at_ms, expires_at_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6, $10, $7, $8, $8, $9)
-                     ON CONFLICT (task_id) DO NOTHING",
-                    &[
-                        &t.task_id,
-                        &t.principal,
-                        &t.tenant,
-                        &t.run_id,
-                        &t.call_id,
-                        &t.tool,
-                        &owner,
-                        &now,
-                        &now.saturating_add(t.ttl_ms),
-                        &t.arguments,
-                    ],
+                .query_one(
+                    "SELECT toolhost_create_task(($1::TEXT)::JSONB, $2, $3, $4, $5, $6)",
+                    &[&t, &content, &owner, &now, &open, &bytes],
                 )
                 .await?;
-            Ok(n == 1)
+            Ok(match row.get::<_, String>(0).as_str() {
+                "created" => TaskCreated::Created,
+                "full" => TaskCreated::Full,
+                _ => TaskCreated::Exists,
+            })
+        })
+    }
+
+    pub fn close_task(&self, task_id: &str) -> Result<(), LedgerError> {
+        let (c, id) = (self.connector(), task_id.to_owned());
+        self.run(async move {
+            c.get()
+                .await?
+                .execute(
+                    "UPDATE tasks SET open_bytes = NULL, arguments_json = NULL
+                     WHERE task_id = $1 AND open_bytes IS NOT NULL",
+                    &[&id],
+                )
+                .await?;
+            Ok(())
         })
     }
 
@@ -137,7 +166,7 @@ fn task_sql() -> String {
                 COALESCE(r.result_json, c.result_json),
                 EXISTS (SELECT 1 FROM hosts h
                         WHERE h.owner = t.owner AND h.lease_until_ms > {DB_NOW_MS}),
-                t.arguments_json
+                t.arguments_json, t.call_digest, t.open_bytes IS NOT NULL
          FROM tasks t
          LEFT JOIN calls c ON c.run_id = t.run_id AND c.call_id = t.call_id
          LEFT JOIN reconciliations r ON r.run_id = t.run_id AND r.call_id = t.call_id"
@@ -149,7 +178,7 @@ fn task_of(row: &tokio_postgres::Row) -> Result<TaskRecord, LedgerError> {
     let state: Option<String> = row.get(11);
     let result: Option<String> = row.get(12);
     let alive: bool = row.get(13);
-    let arguments: String = row.get(14);
+    let arguments: Option<String> = row.get(14);
     let call = task_call(state, result, || alive)?;
     Ok(TaskRecord {
         task_id: row.get(0),
@@ -158,7 +187,9 @@ fn task_of(row: &tokio_postgres::Row) -> Result<TaskRecord, LedgerError> {
         run_id: row.get(3),
         call_id: row.get(4),
         tool: row.get(5),
-        arguments: task_arguments(&arguments)?,
+        arguments: task_arguments(arguments)?,
+        call_digest: row.get(15),
+        open: row.get(16),
         owner: row.get(6),
         created_at_ms: row.get(7),
         updated_at_ms: row.get(8),

@@ -35,7 +35,7 @@ pub use backend::SqliteBackend;
 use super::limits::{Budget, MemoryLimits};
 use super::store::TranscriptEntry;
 use super::store::{ready, Pending, Store};
-use super::task_record::{NewTask, TaskRecord};
+use super::task_record::{NewTask, TaskCaps, TaskCreated, TaskRecord};
 use super::verdicts::{Settled, UnknownFilter};
 use super::write::Backend;
 use super::{CallRecord, LedgerError, LedgerOptions, TokenSpend};
@@ -189,8 +189,24 @@ impl Store for SqliteStore {
         reconcile::reconcile(&mut self.conn(), run_id, call_id, settled)
     }
 
-    fn create_task(&self, task: &NewTask, now: i64) -> Result<bool, LedgerError> {
-        tasks::create(&self.conn(), task, self.lease.owner(), now)
+    fn create_task(
+        &self,
+        task: &NewTask,
+        content: Option<&str>,
+        caps: &TaskCaps,
+        now: i64,
+    ) -> Result<TaskCreated, LedgerError> {
+        tasks::create(
+            &mut self.conn(),
+            (task, content),
+            caps,
+            self.lease.owner(),
+            now,
+        )
+    }
+
+    fn close_task(&self, task_id: &str) -> Result<(), LedgerError> {
+        tasks::close(&self.conn(), task_id)
     }
 
     fn task(&self, task_id: &str, now: i64) -> Result<Option<TaskRecord>, LedgerError> {

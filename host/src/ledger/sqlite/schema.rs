@@ -265,8 +265,42 @@ CREATE INDEX tasks_cancelled ON tasks (owner) WHERE cancel_requested_at_ms IS NO
 CREATE INDEX tasks_expiry ON tasks (expires_at_ms);
 "#;
 
+/// Version 6: a task is open until its call ends (other than waiting for approval), it is
+/// cancelled or it expires; `open_bytes` (its arguments' length, `NULL` once closed) counts
+/// against its caller's caps, `tasks_open` finds a caller's open tasks, and `arguments_json`
+/// is kept only while open under `record_content` or for an approval (`ledger/tasks.rs`).
+/// Tasks of version 5 are kept, closed, with an empty digest (a resend of one is answered as a
+/// request).
+const SCHEMA_V6: &str = r#"
+CREATE TABLE tasks_v6 (
+    task_id                 TEXT    NOT NULL PRIMARY KEY,
+    principal               TEXT    NOT NULL,
+    tenant                  TEXT    NOT NULL,
+    run_id                  TEXT    NOT NULL,
+    call_id                 TEXT    NOT NULL,
+    tool                    TEXT    NOT NULL,
+    arguments_json          TEXT,              -- while open: record_content, or an approval
+    call_digest             TEXT    NOT NULL,  -- the tool and canonical arguments: a resend's
+    open_bytes              INTEGER,           -- the arguments' length while open, else NULL
+    owner                   TEXT    NOT NULL,  -- the host that runs its call (its lease)
+    created_at_ms           INTEGER NOT NULL,
+    updated_at_ms           INTEGER NOT NULL,
+    expires_at_ms           INTEGER NOT NULL,
+    cancel_requested_at_ms  INTEGER
+) WITHOUT ROWID;
+INSERT INTO tasks_v6 SELECT task_id, principal, tenant, run_id, call_id, tool, NULL, '', NULL,
+    owner, created_at_ms, updated_at_ms, expires_at_ms, cancel_requested_at_ms FROM tasks;
+DROP TABLE tasks;
+ALTER TABLE tasks_v6 RENAME TO tasks;
+CREATE INDEX tasks_cancelled ON tasks (owner) WHERE cancel_requested_at_ms IS NOT NULL;
+CREATE INDEX tasks_expiry ON tasks (expires_at_ms);
+CREATE INDEX tasks_open ON tasks (principal, tenant) WHERE open_bytes IS NOT NULL;
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+];
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

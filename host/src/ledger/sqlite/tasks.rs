@@ -1,38 +1,74 @@
 //! Tasks on SQLite: the task's row, read with its call's state; cancel marks; pruning.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, TransactionBehavior};
 
-use super::super::task_record::{task_arguments, task_call, NewTask, TaskRecord};
+use super::super::task_record::{
+    task_arguments, task_call, NewTask, TaskCaps, TaskCreated, TaskRecord,
+};
 use super::super::LedgerError;
 use super::lease::Lease;
 
-/// Insert `task`, run by `owner`, created at `now`, unless its id exists: whether it was.
+/// Insert `task` (its row keeping `content`), run by `owner`, created at `now`, unless its id
+/// exists or its caller's open tasks would pass `caps`; one `BEGIN IMMEDIATE` transaction, so
+/// that two processes never both take the last place.
 pub(super) fn create(
-    conn: &Connection,
-    task: &NewTask,
+    conn: &mut Connection,
+    (task, content): (&NewTask, Option<&str>),
+    caps: &TaskCaps,
     owner: &str,
     now: i64,
-) -> Result<bool, LedgerError> {
-    let n = conn
+) -> Result<TaskCreated, LedgerError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let exists = tx
+        .prepare_cached("SELECT 1 FROM tasks WHERE task_id = ?1")?
+        .exists([&task.task_id])?;
+    if exists {
+        return Ok(TaskCreated::Exists);
+    }
+    let (open, bytes): (i64, i64) = tx
         .prepare_cached(
-            "INSERT INTO tasks (task_id, principal, tenant, run_id, call_id, tool, arguments_json,
-             owner, created_at_ms, updated_at_ms, expires_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?10, ?7, ?8, ?8, ?9)
-         ON CONFLICT (task_id) DO NOTHING",
+            "SELECT COUNT(*), COALESCE(SUM(open_bytes), 0) FROM tasks
+             WHERE principal = ?1 AND tenant = ?2 AND open_bytes IS NOT NULL
+               AND expires_at_ms > ?3",
         )?
-        .execute(params![
-            task.task_id,
-            task.principal,
-            task.tenant,
-            task.run_id,
-            task.call_id,
-            task.tool,
-            owner,
-            now,
-            now.saturating_add(task.ttl_ms),
-            task.arguments
-        ])?;
-    Ok(n == 1)
+        .query_row(params![task.principal, task.tenant, now], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let size = i64::try_from(task.arguments.len()).unwrap_or(i64::MAX);
+    if !caps.admit(open, bytes, size) {
+        return Ok(TaskCreated::Full);
+    }
+    tx.prepare_cached(
+        "INSERT INTO tasks (task_id, principal, tenant, run_id, call_id, tool, arguments_json,
+             call_digest, open_bytes, owner, created_at_ms, updated_at_ms, expires_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
+    )?
+    .execute(params![
+        task.task_id,
+        task.principal,
+        task.tenant,
+        task.run_id,
+        task.call_id,
+        task.tool,
+        content,
+        task.call_digest,
+        size,
+        owner,
+        now,
+        now.saturating_add(task.ttl_ms),
+    ])?;
+    tx.commit()?;
+    Ok(TaskCreated::Created)
+}
+
+/// Close the task: it no longer counts against its caller's caps, and forgets its arguments.
+pub(super) fn close(conn: &Connection, task_id: &str) -> Result<(), LedgerError> {
+    conn.prepare_cached(
+        "UPDATE tasks SET open_bytes = NULL, arguments_json = NULL
+         WHERE task_id = ?1 AND open_bytes IS NOT NULL",
+    )?
+    .execute([task_id])?;
+    Ok(())
 }
 
 /// The columns of a task and its call's state, for [`TASK_JOINS`] ([`task_of`] reads them).
@@ -40,7 +76,8 @@ const TASK_SELECT: &str = "SELECT t.task_id, t.principal, t.tenant, t.run_id, t.
         t.owner, t.created_at_ms,
         MAX(t.updated_at_ms, COALESCE(c.started_at_ms, 0), COALESCE(c.finished_at_ms, 0)),
         t.expires_at_ms, t.cancel_requested_at_ms,
-        c.state, COALESCE(r.result_json, c.result_json), t.arguments_json";
+        c.state, COALESCE(r.result_json, c.result_json), t.arguments_json, t.call_digest,
+        t.open_bytes IS NOT NULL";
 
 /// The tables a task is read from.
 const TASK_JOINS: &str = "FROM tasks t
@@ -85,7 +122,7 @@ fn task_of(row: &rusqlite::Row<'_>, lease: &Lease) -> Result<TaskRecord, LedgerE
     let owner: String = row.get(6)?;
     let state: Option<String> = row.get(11)?;
     let result: Option<String> = row.get(12)?;
-    let arguments: String = row.get(13)?;
+    let arguments: Option<String> = row.get(13)?;
     let call = task_call(state, result, || lease.is_alive(&owner))?;
     Ok(TaskRecord {
         task_id: row.get(0)?,
@@ -94,7 +131,9 @@ fn task_of(row: &rusqlite::Row<'_>, lease: &Lease) -> Result<TaskRecord, LedgerE
         run_id: row.get(3)?,
         call_id: row.get(4)?,
         tool: row.get(5)?,
-        arguments: task_arguments(&arguments)?,
+        arguments: task_arguments(arguments)?,
+        call_digest: row.get(14)?,
+        open: row.get(15)?,
         owner,
         created_at_ms: row.get(7)?,
         updated_at_ms: row.get(8)?,
