@@ -760,3 +760,62 @@ fn http_logs_only_when_asked_and_a_dropped_request_stops_its_guest() {
         "ended by the cancel, not the 30 s deadline"
     );
 }
+
+/// With no rate configured, `serve --http` still bounds each principal's requests
+/// (`[serve] requests_per_second`, default 100): a 2026-07-28 caller flooding calls that name
+/// no run (a new run each, which `[run] max_calls` cannot bound) gets 429 with `Retry-After`
+/// before its 1,500th request, and another principal is served at once.
+#[test]
+fn http_bounds_each_callers_unnamed_requests_by_default() {
+    let (_dir, cfg, _ws) = config(true);
+    let server = crate::mcp::http_serve(&cfg);
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let greet = request(
+        1,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "flood"}}),
+        json!({}),
+    );
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let refusals: Vec<Option<BTreeMap<String, String>>> = std::thread::scope(|s| {
+        let floods: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut headers = vec![("Authorization".into(), format!("Bearer {ALICE}"))];
+                    headers.extend(routing_headers(&greet));
+                    for _ in 0..375 {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            return None;
+                        }
+                        let (status, head, body) = http_post(&addr, &headers, &greet).unwrap();
+                        if status == 429 {
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return Some(head);
+                        }
+                        assert_eq!(status, 200, "{body}");
+                    }
+                    None
+                })
+            })
+            .collect();
+        floods.into_iter().map(|f| f.join().unwrap()).collect()
+    });
+    let refused = refusals
+        .into_iter()
+        .flatten()
+        .next()
+        .expect("the flood was never refused");
+    assert!(
+        refused
+            .get("retry-after")
+            .is_some_and(|s| s.parse::<u64>().is_ok()),
+        "{refused:?}"
+    );
+    let (status, answer) = modern(&addr, MALLORY, &greet);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+}

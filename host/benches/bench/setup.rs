@@ -38,6 +38,7 @@ pub fn config_with(dir: &Path, synchronous_full: bool, risk: &str) -> PathBuf {
         "data_dir = {data}\n\
          [limits]\nmemory_bytes = 33_554_432\ndeadline_ms = 30_000\n\
          [run]\nmax_concurrent_calls = 128\n\
+         [serve]\nrequests_per_second = 1_000_000.0\n\
          [ledger]\nsynchronous = \"{sync}\"\n\
          [[component]]\npath = {component}\nrisk = \"{risk}\"\n",
         data = toml_path(&dir.join("data")),
@@ -62,6 +63,8 @@ memory_bytes = 33_554_432
 deadline_ms = 30_000
          [run]
 max_concurrent_calls = 128
+         [serve]
+requests_per_second = 1_000_000.0
          [ledger]
 url = {url:?}
 schema = {schema:?}

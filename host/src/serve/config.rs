@@ -73,9 +73,11 @@ pub struct ServeConfig {
     #[serde(default)]
     pub oauth: Option<super::oauth::OAuthConfig>,
     /// HTTP requests per second each principal may make (a token bucket), checked before any
-    /// work; past it, 429. Default: no rate (calls still have `run.rate_per_principal`).
-    #[serde(default)]
-    pub requests_per_second: Option<f64>,
+    /// work; past it, 429. Every request counts, so a 2026-07-28 caller that names no run (a
+    /// new run per request, which `[run] max_calls` cannot bound) is bounded here. Default
+    /// 100.
+    #[serde(default = "default_requests_per_second")]
+    pub requests_per_second: f64,
     /// How many requests a principal may make at once above that rate. Default: twice the
     /// rate (at least 1).
     #[serde(default)]
@@ -84,6 +86,14 @@ pub struct ServeConfig {
     /// ends); past it, 429. From 1 to 192; default 64.
     #[serde(default = "default_requests_in_flight")]
     pub requests_in_flight: usize,
+}
+
+/// The default per-principal request rate at the HTTP door: far above what an agent loop or a
+/// polling client sends, low enough that one principal cannot make calls without bound.
+pub const DEFAULT_REQUESTS_PER_SECOND: f64 = 100.0;
+
+fn default_requests_per_second() -> f64 {
+    DEFAULT_REQUESTS_PER_SECOND
 }
 
 fn default_requests_in_flight() -> usize {
@@ -127,7 +137,7 @@ impl Default for ServeConfig {
             open_tasks_per_caller: default_open_tasks(),
             task_bytes_per_caller: default_task_bytes(),
             oauth: None,
-            requests_per_second: None,
+            requests_per_second: default_requests_per_second(),
             request_burst: None,
             requests_in_flight: default_requests_in_flight(),
         }
@@ -281,10 +291,7 @@ impl ServeConfig {
                 bad(format!("serve.token[{i}].tenant"), empty);
             }
         }
-        if self
-            .requests_per_second
-            .is_some_and(|r| !(r.is_finite() && r > 0.0))
-        {
+        if !(self.requests_per_second.is_finite() && self.requests_per_second > 0.0) {
             problems.push(ConfigProblem::new(
                 "serve.requests_per_second",
                 "must be a positive number of requests per second (each principal's rate at the HTTP door)",
