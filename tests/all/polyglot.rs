@@ -42,8 +42,14 @@ fn polyglot(lang: &str) -> PathBuf {
 
 /// A runtime for one language's example: a ledger of its own, the compile cache beside it.
 fn example_runtime(lang: &str) -> Runtime {
+    example_runtime_with(lang, None)
+}
+
+/// [`example_runtime`] with `max_concurrent_calls` set, if given.
+fn example_runtime_with(lang: &str, max_concurrent_calls: Option<u32>) -> Runtime {
     let wasm = polyglot(lang);
     let mut config = Config::single_component(&wasm);
+    config.run.max_concurrent_calls = max_concurrent_calls;
     config.data_dir = Some(fresh_data_dir());
     config.cache_dir = Some(wasm.parent().unwrap().join(".toolhost/cache"));
     Runtime::from_loaded(&config, EpochMode::Ticker).expect("the example loads")
@@ -160,6 +166,31 @@ fn spin_is_fuel_exhausted_while_others_are_served() {
             let r = spinning.await.unwrap();
             assert_eq!(r.status, Status::Failed, "{lang}: {r:?}");
             assert_eq!(r.code, Some(Code::FuelExhausted), "{lang}: {r:?}");
+            assert_serves(&host, lang).await;
+        });
+    }
+}
+
+/// The instance pool holds as many calls as the concurrency guard admits, each at its
+/// ceilings: with `max_concurrent_calls = 3`, three Python or JavaScript calls at once (each
+/// instance with several memories and tables) all run to their own end (`fuel_exhausted`),
+/// none is refused by the pool, and the host serves on.
+#[test]
+fn the_pool_holds_every_call_the_guard_admits() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for lang in LANGS {
+        let host = std::sync::Arc::new(example_runtime_with(lang, Some(3)));
+        rt.block_on(async {
+            let spins: Vec<_> = (0..3)
+                .map(|_| {
+                    let host = host.clone();
+                    tokio::spawn(async move { run(&host, "spin", json!({})).await })
+                })
+                .collect();
+            for spin in spins {
+                let r = spin.await.unwrap();
+                assert_eq!(r.code, Some(Code::FuelExhausted), "{lang}: {r:?}");
+            }
             assert_serves(&host, lang).await;
         });
     }

@@ -1,5 +1,6 @@
 //! The instance pool is sized from the config: a concurrency limit the pool cannot hold is
-//! refused, and a call past the pool is the host's limit (`host_error`), never a guest crash.
+//! refused, and a call past the pool is the host's limit (`HostBusy`, which a call's result
+//! reports as `rate_limited`), never a guest crash.
 
 use serde_json::json;
 use toolhost::sandbox::{Fault, MAX_CONCURRENT_INSTANCES};

@@ -72,7 +72,7 @@ impl Runtime {
                         (Code::GuestTrap, "the tool crashed", Some(detail))
                     }
                     Fault::HostBusy => (
-                        Code::HostError,
+                        Code::RateLimited,
                         "the host is running as many calls as it can; retry later",
                         None,
                     ),

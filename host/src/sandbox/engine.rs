@@ -14,9 +14,14 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The most calls one host may be configured to hold an instance for at once (the pooling
 /// allocator is sized from the config, up to this). Each slot reserves address space for the
-/// largest memory ceiling; a call beyond the pool fails to instantiate (`host_error`, never a
-/// guest fault) instead of exhausting host memory.
+/// largest memory ceiling, [`MAX_MEMORIES_PER_CALL`] times; a call beyond the pool fails to
+/// instantiate (`rate_limited`, retryable, never a guest fault) instead of exhausting host
+/// memory.
 pub const MAX_CONCURRENT_INSTANCES: u32 = 128;
+
+/// Core module instances one call's component may create (componentize-py and
+/// componentize-js components use about a dozen).
+pub const MAX_CORE_INSTANCES_PER_CALL: u32 = 16;
 
 /// Guest wasm stack: deep enough for real tools, small enough that unbounded recursion traps
 /// quickly.
@@ -47,12 +52,15 @@ pub fn pool_slots(settings: EngineSettings) -> u32 {
 pub fn build_engine(settings: EngineSettings) -> Result<Engine, SandboxError> {
     let slots = pool_slots(settings);
     let mut pool = PoolingAllocationConfig::new();
+    // Every slot holds a call at its ceilings (memories, tables, core instances), so a call
+    // the concurrency guard admitted always finds room: a Python component alone has several
+    // memories and tables.
     pool.total_component_instances(slots)
-        .total_core_instances(slots * 8)
-        .total_memories(slots * 2)
-        .total_tables(slots * 4)
+        .total_core_instances(slots * MAX_CORE_INSTANCES_PER_CALL)
+        .total_memories(slots * MAX_MEMORIES_PER_CALL as u32)
+        .total_tables(slots * MAX_TABLES_PER_CALL as u32)
         .total_stacks(slots)
-        .max_core_instances_per_component(16)
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_CALL)
         .max_memories_per_component(MAX_MEMORIES_PER_CALL as u32)
         .max_tables_per_component(MAX_TABLES_PER_CALL as u32)
         // One page over the largest ceiling, so that the limiter (which records the breach)
