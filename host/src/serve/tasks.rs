@@ -250,8 +250,10 @@ impl Tasks {
         self.running().insert(task_id.to_owned(), (run, stop));
         let (tasks, runtime, id) = (self.clone(), runtime.clone(), task_id.to_owned());
         tracker.spawn(async move {
-            let _in_flight = pass;
             let result = runtime.run_call(&ctx, &call, token.as_deref()).await;
+            // The call is over once recorded: its place in flight is free before the
+            // bookkeeping below.
+            drop(pass);
             {
                 let mut running = tasks.running();
                 // Only this run's entry: the approved call of the same task may have replaced

@@ -15,7 +15,7 @@
 //!   (`toolhost_apply`: one transaction, a subtransaction per write); `calls.rs`: closing a
 //!   call outside the group writer (recovery).
 //! - `store.rs`: [`PgStore`], everything else (reads, tokens, transcripts) on a runtime of its
-//!   own, callable from any thread; `listing.rs`: the call listing and reconciliation; `tasks.rs`: tasks; `interface.rs`: it as the ledger's [`Store`](super::store::Store); `lease.rs`: leases and recovery; `limits.rs`: budgets and
+//!   own, callable from any thread; `listing.rs`: the call listing and reconciliation; `tasks.rs`: tasks (`task_schema.rs`: their tables and functions); `interface.rs`: it as the ledger's [`Store`](super::store::Store); `lease.rs`: leases and recovery; `limits.rs`: budgets and
 //!   rate buckets.
 
 mod backend;
@@ -26,6 +26,7 @@ mod limits;
 mod listing;
 mod schema;
 mod store;
+mod task_schema;
 mod tasks;
 mod tls;
 mod tokens;
