@@ -169,3 +169,69 @@ fn check_config_makes_defaults_explicit() {
     assert!(v["limits"]["memory_bytes"].as_u64().unwrap() > 0, "{v}");
     assert!(!cfg.parent().unwrap().join(".toolhost").exists());
 }
+
+/// A tool nobody gave a risk runs as the most its grants allow (a network grant: `external`;
+/// a writable directory: `write`; nothing: `read`), never hinted harmless; a declared risk
+/// wins, the tool's over its component's; check-config says each and where it came from.
+#[test]
+fn an_undeclared_risk_is_the_most_the_grants_allow() {
+    use crate::support::{guest, toml_path};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let text = format!(
+        "[[component]]\npath = {template}\n\
+         [[component]]\npath = {fs}\nfs = [{{ host = {ws}, guest = \"/workspace\", mode = \"rw\" }}]\n\
+         [component.tools.read-text]\nrisk = \"read\"\n\
+         [[component]]\npath = {http}\nnetwork = {{ allow = [\"127.0.0.1:9\"] }}\n\
+         [[component]]\npath = {compute}\nrisk = \"destructive\"\n",
+        template = toml_path(&guest("template")),
+        fs = toml_path(&guest("fs-tools")),
+        ws = toml_path(&ws),
+        http = toml_path(&guest("http-get")),
+        compute = toml_path(&guest("compute")),
+    );
+    let cfg = dir.path().join("toolhost.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let out = toolhost(&["check-config", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let tool = |name: &str| {
+        let t = v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no tool {name} in {v}"));
+        (
+            t["risk"].as_str().unwrap().to_string(),
+            t["risk_from"].as_str().unwrap().to_string(),
+        )
+    };
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(tool("greet"), pair("read", "grants"));
+    assert_eq!(tool("write_text"), pair("write", "grants"));
+    assert_eq!(tool("read_text"), pair("read", "tool"));
+    assert_eq!(tool("http_get"), pair("external", "grants"));
+    let compute = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["export"] != "greet" && t["risk_from"] == "component")
+        .unwrap_or_else(|| panic!("no compute tool in {v}"));
+    assert_eq!(compute["risk"], "destructive", "{compute}");
+    assert_eq!(v["components"][0]["risk"], serde_json::Value::Null, "{v}");
+    // MCP clients are hinted the same: a write through a grant is neither read-only nor
+    // idempotent, a networked tool is open-world.
+    let rt = crate::support::runtime(&cfg);
+    let hints = |name: &str| {
+        let t = rt.registry().get(name).unwrap();
+        let listed = toolhost::serve::mapping::mcp_tool(t, &t.input_schema);
+        serde_json::to_value(listed).unwrap()["annotations"].clone()
+    };
+    let write = hints("write_text");
+    assert_eq!(write["readOnlyHint"], false, "{write}");
+    assert_eq!(write["idempotentHint"], false, "{write}");
+    assert_eq!(hints("http_get")["openWorldHint"], true);
+    assert_eq!(hints("greet")["readOnlyHint"], true);
+}

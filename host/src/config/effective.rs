@@ -34,7 +34,8 @@ impl Config {
             .map(|c| {
                 json!({
                     "path": self.base_dir.join(&c.path).display().to_string(),
-                    "risk": c.risk.unwrap_or_default(),
+                    // Declared only; each tool says what it runs as (below).
+                    "risk": c.risk,
                     "limits": limits(&self.default_limits().with(&c.limits)),
                     "fs": c.fs.iter().map(|g| json!({
                         "host": self.base_dir.join(&g.host).display().to_string(),
@@ -62,6 +63,7 @@ impl Config {
                     "name": t.name.as_str(),
                     "export": t.export,
                     "risk": t.risk,
+                    "risk_from": t.risk_from,
                     "approval": t.approval,
                     "needs_approval": needs_approval(t.approval, t.risk),
                     "limits": limits(&t.limits),

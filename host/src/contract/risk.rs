@@ -19,6 +19,32 @@ pub enum Risk {
     Destructive,
 }
 
+/// Where a tool's risk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskSource {
+    /// `[component.tools.NAME] risk`.
+    Tool,
+    /// The component's `risk`.
+    Component,
+    /// Nobody declared one: the most its grants allow ([`Risk::of_grants`]).
+    Grants,
+}
+
+impl Risk {
+    /// The risk a tool nobody declared one for is treated as: the most its grants allow. A
+    /// network grant reaches the outside world (`external`); a writable directory changes
+    /// state (`write`); nothing granted leaves only reads (`read`). Never lower than what the
+    /// tool could do, so an undeclared tool is never hinted harmless.
+    pub fn of_grants(writable_dir: bool, network: bool) -> Risk {
+        match (network, writable_dir) {
+            (true, _) => Risk::External,
+            (false, true) => Risk::Write,
+            (false, false) => Risk::Read,
+        }
+    }
+}
+
 /// Whether a tool's calls run as MCP tasks (per-tool `task = "…"` in the config): a client that
 /// declares the tasks extension gets a task handle at once and polls it, on any host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -13,6 +13,7 @@ use super::config::{ComponentConfig, ToolConfig, ToolName};
 use super::{
     cache, docs, grants, imports, schema, validate, Origin, Registry, RegistryError, Tool,
 };
+use crate::contract::{Risk, RiskSource};
 use crate::sandbox::{Limits, Sandbox};
 
 impl Registry {
@@ -155,6 +156,18 @@ impl Registry {
             let func = component
                 .get_export_index(f.interface_index.as_ref(), &f.name)
                 .expect("the export was just listed");
+            let grant = tool_grants.get(&f.name).unwrap_or(&component_grant).clone();
+            let (risk, risk_from) = match (tc.risk, c.risk) {
+                (Some(r), _) => (r, RiskSource::Tool),
+                (None, Some(r)) => (r, RiskSource::Component),
+                (None, None) => {
+                    let writable = grant.dirs.iter().any(|d| d.writable);
+                    (
+                        Risk::of_grants(writable, grant.has_network()),
+                        RiskSource::Grants,
+                    )
+                }
+            };
             let tool = Tool {
                 name: name.clone(),
                 export: f.name.clone(),
@@ -163,11 +176,12 @@ impl Registry {
                 output_schema,
                 input_validator,
                 output_validator,
-                risk: tc.risk.or(c.risk).unwrap_or_default(),
+                risk,
+                risk_from,
                 approval: tc.approval,
                 task: tc.task,
                 limits: component_limits.with(&tc.limits),
-                grant: tool_grants.get(&f.name).unwrap_or(&component_grant).clone(),
+                grant,
                 params: f.ty.params().map(|(n, t)| (n.to_string(), t)).collect(),
                 result: f.ty.results().next(),
                 func,

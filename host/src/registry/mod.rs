@@ -155,6 +155,8 @@ pub struct Tool {
     pub input_schema: Value,
     pub output_schema: Value,
     pub risk: Risk,
+    /// Where `risk` came from: the tool's setting, its component's, or its grants.
+    pub risk_from: crate::contract::RiskSource,
     pub approval: crate::contract::ApprovalMode,
     /// Whether its calls run as MCP tasks.
     pub task: crate::contract::TaskMode,
