@@ -142,3 +142,83 @@ async fn each_approval_failure_has_its_own_code() {
         "{approved:?}"
     );
 }
+
+/// An approver that approves every call it is asked about, on `channel`'s behalf.
+struct AlwaysYes(
+    toolhost::contract::Approvers,
+    std::sync::atomic::AtomicUsize,
+);
+
+impl toolhost::contract::Approver for AlwaysYes {
+    fn channel(&self) -> toolhost::contract::Approvers {
+        self.0
+    }
+
+    fn source(&self) -> &'static str {
+        "a test"
+    }
+
+    fn ask<'a>(
+        &'a self,
+        _: &'a toolhost::contract::ApprovalPrompt,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = toolhost::contract::ApprovalAnswer> + Send + 'a>,
+    > {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(std::future::ready(
+            toolhost::contract::ApprovalAnswer::Approved,
+        ))
+    }
+}
+
+/// With `approvers = "operator"`, the calling client's approver is never asked and the call
+/// ends `approval_required`, nothing run; the operator's channel approves it; with the default
+/// (`client`) the client's approver is asked and its yes runs the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_operator_approves_an_operator_tool() {
+    use toolhost::contract::{ApproverHandle, Approvers};
+    let (_dir, config, ws) = crate::support::approval_config(None);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "approval = \"required\"\n",
+            "approval = \"required\"\napprovers = \"operator\"\n",
+        ),
+    )
+    .unwrap();
+    let rt = crate::support::runtime(&config);
+    let with = |channel: Approvers| {
+        let yes = std::sync::Arc::new(AlwaysYes(channel, Default::default()));
+        let mut ctx = rt.context("alice", "acme");
+        ctx.run_id = "r".into();
+        ctx.approver = Some(ApproverHandle(yes.clone()));
+        (ctx, yes)
+    };
+    let (ctx, client) = with(Approvers::Client);
+    let r = rt
+        .run_call(&ctx, &write("c1", "from the client"), None)
+        .await;
+    assert_eq!(r.code, Some(Code::ApprovalRequired), "{r:?}");
+    assert_eq!(client.1.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(rt.executions(), 0);
+    assert!(!ws.join("note.txt").exists());
+    let (ctx, operator) = with(Approvers::Operator);
+    let r = rt
+        .run_call(&ctx, &write("c2", "from the operator"), None)
+        .await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_eq!(operator.1.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let (_d2, config, _ws2) = crate::support::approval_config(None);
+    let rt = crate::support::runtime(&config);
+    let yes = std::sync::Arc::new(AlwaysYes(Approvers::Client, Default::default()));
+    let mut ctx = rt.context("alice", "acme");
+    ctx.approver = Some(ApproverHandle(yes));
+    let r = rt.run_call(&ctx, &write("c3", "default"), None).await;
+    assert_eq!(
+        r.status,
+        Status::Completed,
+        "by default the client may approve: {r:?}"
+    );
+}

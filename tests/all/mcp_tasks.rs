@@ -486,6 +486,47 @@ fn a_task_waits_for_approval_and_runs_once_approved() {
     );
 }
 
+/// A tool only the operator approves (`approvers = "operator"`) is never put to the client:
+/// its task ends `completed` with `approval_required` (no `input_required` question), a
+/// client's `tasks/update` is refused (`-32600`) and changes nothing, and a 2026-07-28 request from a client that can
+/// answer questions gets the `approval_required` result, not `input_required`.
+#[test]
+fn an_operator_tool_is_never_approved_by_the_client() {
+    let (_dir, cfg) = config("");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace(
+        "approval = \"required\"\n",
+        "approval = \"required\"\napprovers = \"operator\"\n",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let host = http_serve(&cfg);
+    let task = start(&host, "confirm_delete", json!({"filename": "a.txt"}));
+    let waiting = until(&host, &task, "completed", PATIENCE);
+    assert_eq!(
+        waiting["result"]["_meta"]["toolhost/failure"]["code"], "approval_required",
+        "{waiting}"
+    );
+    let refused = answer_approval(&host, &task, true);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let after = get(&host, ALICE, &task);
+    assert_eq!(
+        after["result"]["result"]["_meta"]["toolhost/failure"]["code"], "approval_required",
+        "{after}"
+    );
+    let params = json!({"name": "confirm_delete", "arguments": {"filename": "b.txt"}});
+    let asked = send(&host, ALICE, &request(5, "tools/call", params, false));
+    assert_eq!(asked["result"]["resultType"], "complete", "{asked}");
+    assert_eq!(
+        asked["result"]["_meta"]["toolhost/failure"]["code"], "approval_required",
+        "{asked}"
+    );
+    let ran = calls(&cfg)
+        .into_iter()
+        .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
+        .count();
+    assert_eq!(ran, 0);
+}
+
 /// `tools/call` of `tool` with `arguments`, the call named `name` in alice's run, with the
 /// tasks extension declared (or not): the result.
 fn named_call(host: &HttpServer, name: &str, tool: &str, arguments: Value, tasks: bool) -> Value {

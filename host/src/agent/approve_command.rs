@@ -136,6 +136,10 @@ fn decision(answer: &[u8]) -> Option<bool> {
 }
 
 impl Approver for CommandApprover {
+    fn channel(&self) -> crate::contract::Approvers {
+        crate::contract::Approvers::Operator
+    }
+
     fn source(&self) -> &'static str {
         "the --approve-with command"
     }

@@ -108,6 +108,10 @@ impl TerminalApprover {
 }
 
 impl Approver for TerminalApprover {
+    fn channel(&self) -> crate::contract::Approvers {
+        crate::contract::Approvers::Operator
+    }
+
     fn source(&self) -> &'static str {
         "the terminal"
     }

@@ -99,6 +99,11 @@ impl Runtime {
             policy,
             approval_key,
             approval_ttl,
+            approvers: config
+                .policy
+                .as_ref()
+                .map(|p| p.approval.approvers)
+                .unwrap_or_default(),
             run: config.run,
         }))
     }

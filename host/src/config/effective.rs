@@ -56,6 +56,7 @@ impl Config {
                 })
             })
             .collect();
+        let approvers = policy.approval.approvers;
         let tools: Vec<Value> = registry
             .tools()
             .map(|t| {
@@ -66,6 +67,7 @@ impl Config {
                     "risk_from": t.risk_from,
                     "approval": t.approval,
                     "needs_approval": needs_approval(t.approval, t.risk),
+                    "approvers": t.approvers.unwrap_or(approvers),
                     "limits": limits(&t.limits),
                     "fs": t.grant.dirs.iter().map(|d| json!({
                         "guest": d.guest,

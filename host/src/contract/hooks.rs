@@ -107,6 +107,9 @@ pub trait Approver: Send + Sync {
     /// Who is asked, for the ledger ("the terminal", "the MCP client", …).
     fn source(&self) -> &'static str;
 
+    /// Whose channel this is: the calling client's, or the operator's.
+    fn channel(&self) -> super::Approvers;
+
     fn ask<'a>(
         &'a self,
         prompt: &'a ApprovalPrompt,

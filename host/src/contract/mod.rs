@@ -28,7 +28,7 @@ pub use hooks::{
 };
 pub use problem::{error_chain, ConfigProblem};
 pub use render::{json_terminal_safe, log_safe, terminal_safe, DEFAULT_MODEL_MESSAGE_BYTES};
-pub use risk::{ApprovalMode, Risk, RiskSource, TaskMode};
+pub use risk::{ApprovalMode, Approvers, Risk, RiskSource, TaskMode};
 
 /// A call proposed by a model: which tool, correlated by which id, with which arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -59,6 +59,22 @@ pub enum TaskMode {
     Required,
 }
 
+/// Who may answer a tool's approval question (`approvers = "…"` per tool, or the default in
+/// `[policy.approval]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approvers {
+    /// The client that made the call may ask its human (MCP elicitation, `input_required`, a
+    /// task's `tasks/update`), as well as the operator. The default: it is how MCP puts a
+    /// human in the loop, and the host cannot tell a human's answer from a program's.
+    #[default]
+    Client,
+    /// Only the operator's channel (`toolhost approve`, the terminal or command of `toolhost
+    /// call` and `agent`); the calling client is never asked, and an answer from it approves
+    /// nothing. For unattended agents, whose client would approve its own calls.
+    Operator,
+}
+
 /// Whether a tool's calls need a human approval (per-tool `approval = "…"` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

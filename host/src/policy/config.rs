@@ -129,6 +129,9 @@ pub struct ApprovalConfig {
     /// How long an approval stays valid after the call asked for it, in seconds (default 900).
     #[serde(default = "default_ttl")]
     pub ttl_secs: u64,
+    /// Who may approve a tool that does not say (`client` or `operator`; default `client`).
+    #[serde(default)]
+    pub approvers: crate::contract::Approvers,
 }
 
 impl Default for ApprovalConfig {
@@ -136,6 +139,7 @@ impl Default for ApprovalConfig {
         ApprovalConfig {
             key_file: None,
             ttl_secs: DEFAULT_TTL_SECS,
+            approvers: crate::contract::Approvers::default(),
         }
     }
 }

@@ -77,6 +77,10 @@ pub struct ToolConfig {
     /// Whether calls run as MCP tasks (`never`, `optional`, `required`; default `never`).
     #[serde(default)]
     pub task: TaskMode,
+    /// Who may approve its calls (`client` or `operator`; default: `[policy.approval]
+    /// approvers`, itself `client` by default).
+    #[serde(default)]
+    pub approvers: Option<crate::contract::Approvers>,
     /// Operator refinements of the derived schemas; they can only narrow them.
     #[serde(default)]
     pub refine: Refinement,

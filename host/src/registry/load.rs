@@ -179,6 +179,7 @@ impl Registry {
                 risk,
                 risk_from,
                 approval: tc.approval,
+                approvers: tc.approvers,
                 task: tc.task,
                 limits: component_limits.with(&tc.limits),
                 grant,

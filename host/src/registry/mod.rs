@@ -158,6 +158,8 @@ pub struct Tool {
     /// Where `risk` came from: the tool's setting, its component's, or its grants.
     pub risk_from: crate::contract::RiskSource,
     pub approval: crate::contract::ApprovalMode,
+    /// Who may approve its calls, if the tool says (else the policy's default).
+    pub approvers: Option<crate::contract::Approvers>,
     /// Whether its calls run as MCP tasks.
     pub task: crate::contract::TaskMode,
     pub limits: Limits,

@@ -129,6 +129,12 @@ impl Runtime {
         let Some(approver) = ctx.approver.as_ref() else {
             return Ok(None);
         };
+        // A tool only the operator approves is never put to the calling client.
+        if approver.0.channel() == crate::contract::Approvers::Client
+            && self.operator_approves(&subject.tool)
+        {
+            return Ok(None);
+        }
         let prompt = ApprovalPrompt {
             tool: subject.tool.clone(),
             canonical_arguments: String::from_utf8_lossy(&canonical_json(&subject.arguments))

@@ -50,6 +50,8 @@ pub struct Runtime {
     policy: Policy,
     approval_key: ApprovalKey,
     approval_ttl: u64,
+    /// Who may approve a tool that does not say.
+    approvers: crate::contract::Approvers,
     /// The clock approvals are judged by.
     clock: Clock,
     rate: RateLimiter,
@@ -91,6 +93,8 @@ pub struct RuntimeParts {
     pub policy: Policy,
     pub approval_key: ApprovalKey,
     pub approval_ttl: u64,
+    /// Who may approve a tool that does not say (`[policy.approval] approvers`).
+    pub approvers: crate::contract::Approvers,
     /// The `[run]` section: run budgets, rate and concurrency.
     pub run: guards::RunLimitsConfig,
 }
@@ -107,6 +111,7 @@ impl Runtime {
             policy: parts.policy,
             approval_key: parts.approval_key,
             approval_ttl: parts.approval_ttl,
+            approvers: parts.approvers,
             clock: Clock::default(),
             rate: RateLimiter::new(run.rate_per_principal, run.rate_burst),
             concurrency: Concurrency::new(run.concurrent_calls()),
@@ -115,6 +120,19 @@ impl Runtime {
             in_flight: Default::default(),
             waiting_duplicates: Default::default(),
         }
+    }
+
+    /// Who may approve calls of `tool`: its own setting, else the policy's default.
+    pub fn approvers(&self, tool: &crate::registry::Tool) -> crate::contract::Approvers {
+        tool.approvers.unwrap_or(self.approvers)
+    }
+
+    /// Whether only the operator may approve calls of the tool named `tool` (the calling
+    /// client is never asked, and its answers approve nothing).
+    pub fn operator_approves(&self, tool: &str) -> bool {
+        self.registry
+            .get(tool)
+            .is_some_and(|t| self.approvers(t) == crate::contract::Approvers::Operator)
     }
 
     /// The call an approval handle was asked for, with the arguments a human must see before

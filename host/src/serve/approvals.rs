@@ -11,12 +11,29 @@ use crate::Runtime;
 
 /// The token for an approved retry: minted for the sealed handle (which a call of this
 /// deployment asked for), to be verified against the retry's own call and spent once.
-pub(super) fn approved(runtime: &Runtime, resumed: &Resumed) -> Result<String, ApprovalFailure> {
-    approved_handle(runtime, &resumed.handle)
+pub(super) fn approved(
+    runtime: &Runtime,
+    resumed: &Resumed,
+    tool: &str,
+) -> Result<String, ApprovalFailure> {
+    approved_handle(runtime, &resumed.handle, tool)
 }
 
-/// The token for `handle`, which a call of this deployment asked for, once a human said yes.
-pub(super) fn approved_handle(runtime: &Runtime, handle: &str) -> Result<String, ApprovalFailure> {
+/// The token for `handle`, which a call of `tool` in this deployment asked for, once the
+/// calling client's human said yes; refused (`approval_invalid`) for a tool only the operator
+/// approves.
+pub(super) fn approved_handle(
+    runtime: &Runtime,
+    handle: &str,
+    tool: &str,
+) -> Result<String, ApprovalFailure> {
+    if runtime.operator_approves(tool) {
+        return Err(ApprovalFailure::Invalid {
+            reason: "only the operator's channel approves this tool (approvers = \"operator\"); \
+                     the client's answer approves nothing"
+                .into(),
+        });
+    }
     runtime.mint_approval(handle).map_err(|e| {
         let expired = crate::policy::parse_handle(handle)
             .is_ok_and(|(_, at)| runtime.clock().unix_now() >= at);

@@ -45,14 +45,25 @@ pub fn question(p: &ApprovalPrompt) -> String {
     let safe = crate::contract::terminal_safe;
     format!(
         "Approve this tool call?\n\ntool: {}\nprincipal: {} (tenant {})\narguments: {}{cut}\n\
-         arguments sha256: {}\napproval digest: {}\n\nThe approval is for this exact call, once.",
+         arguments sha256: {}\napproval digest: {}\nexpires: {} (unless answered before)\n\n\
+         The approval is for this exact call, once.",
         safe(&p.tool),
         safe(&p.principal),
         safe(&p.tenant),
         safe(shown),
         hex::encode(Sha256::digest(args.as_bytes())),
         p.digest,
+        expiry(p.expires_at),
     )
+}
+
+/// When an approval asked at unix second `at` stops being valid, in RFC 3339 (UTC).
+fn expiry(at: u64) -> String {
+    chrono::DateTime::from_timestamp(i64::try_from(at).unwrap_or(i64::MAX), 0)
+        .map_or_else(
+            || format!("unix {at}"),
+            |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        )
 }
 
 /// The form that asks for `p`: the question and one required boolean, `approve`.
@@ -77,6 +88,10 @@ pub(crate) fn params(p: &ApprovalPrompt) -> ElicitRequestParams {
 }
 
 impl Approver for ElicitingApprover {
+    fn channel(&self) -> crate::contract::Approvers {
+        crate::contract::Approvers::Client
+    }
+
     fn source(&self) -> &'static str {
         "the MCP client"
     }
@@ -129,13 +144,16 @@ mod tests {
         }
     }
 
-    /// The question names the tool, the identity and the exact arguments.
+    /// The question names the tool, the identity, the exact arguments and the expiry.
     #[test]
     fn question_shows_the_call() {
-        let q = question(&prompt("{\"path\":\"/a\"}".into()));
+        let mut p = prompt("{\"path\":\"/a\"}".into());
+        p.expires_at = 1_796_000_000;
+        let q = question(&p);
         assert!(q.contains("delete_file"));
         assert!(q.contains("alice"));
         assert!(q.contains("{\"path\":\"/a\"}"));
+        assert!(q.contains("expires: 2026-11-30T"), "{q}");
         let _ = params(&prompt("{}".into()));
     }
 

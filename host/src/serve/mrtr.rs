@@ -217,6 +217,10 @@ pub fn answer(responses: Option<&InputResponses>) -> Answer {
 pub struct Declined;
 
 impl Approver for Declined {
+    fn channel(&self) -> crate::contract::Approvers {
+        crate::contract::Approvers::Client
+    }
+
     fn source(&self) -> &'static str {
         "the MCP client (input_required)"
     }

@@ -19,7 +19,9 @@ const INTERNAL_ERROR: i32 = -32603;
 /// - running → `working`;
 /// - completed, or failed with a code the tool or a stage decided → `completed`, its result
 ///   inlined as `tools/call` returns it (`isError` for a failure);
-/// - waiting for approval → `input_required`, the approval question as the input request;
+/// - waiting for approval → `input_required`, the approval question as the input request
+///   (`completed` with the `approval_required` result when only the operator approves the tool,
+///   `client_approves` false: the client is never asked); cancelled → `cancelled`;
 /// - cancelled before it started → `cancelled`;
 /// - a trap, a host fault, an unknown outcome (a call cancelled after it started, whose effect
 ///   is unknown, among them), or a call its host lost before recording it → `failed`, with a
@@ -28,7 +30,7 @@ pub(super) fn detailed(
     task: &TaskRecord,
     seal: &StateSeal,
     caller: &Identity,
-    wrap: bool,
+    (wrap, client_approves): (bool, bool),
 ) -> DetailedTask {
     let base = Task::new(
         task.task_id.clone(),
@@ -46,7 +48,7 @@ pub(super) fn detailed(
                 json!({"status": "failed", "code": Code::HostError.as_str()}),
             ),
         },
-        TaskCall::Finished(result) => finished(task, result, seal, caller, wrap),
+        TaskCall::Finished(result) => finished(task, result, seal, caller, (wrap, client_approves)),
     };
     DetailedTask::new(base, payload)
 }
@@ -56,14 +58,15 @@ fn finished(
     result: &ToolResult,
     seal: &StateSeal,
     caller: &Identity,
-    wrap: bool,
+    (wrap, client_approves): (bool, bool),
 ) -> TaskPayload {
     if let (Some(Code::ApprovalRequired), Some(a)) = (result.code, &result.approval) {
         // A waiting call cancelled before anyone approved it never ran.
         if task.cancel_requested_at_ms.is_some() {
             return TaskPayload::Cancelled;
         }
-        if let Some(arguments) = task.arguments.as_ref().filter(|_| task.open) {
+        let arguments = task.arguments.as_ref();
+        if let Some(arguments) = arguments.filter(|_| task.open && client_approves) {
             let q = Question {
                 tool: &task.tool,
                 run_id: &task.run_id,

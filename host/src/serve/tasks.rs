@@ -281,7 +281,13 @@ impl Tasks {
         let (runtime, seal) = (&shared.runtime, &shared.seal);
         let task = self.find(runtime, caller, task_id).await?;
         let wrap = wraps_output(runtime, caller, &task.tool);
-        Ok(GetTaskResult::new(detailed(&task, seal, caller, wrap)))
+        let client_approves = !runtime.operator_approves(&task.tool);
+        Ok(GetTaskResult::new(detailed(
+            &task,
+            seal,
+            caller,
+            (wrap, client_approves),
+        )))
     }
 
     /// `tasks/cancel`: mark the task cancelled for whichever host runs it, and stop it now if
@@ -346,6 +352,13 @@ impl Tasks {
         if !matches!(given, Answer::Approve | Answer::Decline) {
             return Ok(());
         }
+        if runtime.operator_approves(&task.tool) {
+            return Err(ErrorData::invalid_request(
+                "only the operator's channel approves this tool (toolhost approve); the \
+                 client's answer changes nothing",
+                None,
+            ));
+        }
         let pass = match admitted.as_ref().map(Admitted::hold) {
             None => None,
             Some(Ok(pass)) => Some(pass),
@@ -371,15 +384,17 @@ impl Tasks {
             arguments,
         };
         let token = match given {
-            Answer::Approve => match super::approvals::approved_handle(runtime, &approval.handle) {
-                Ok(token) => Some(token),
-                Err(failure) => {
-                    runtime
-                        .refuse_at(&ctx, &call, Stage::Approve, failure.refusal(&call))
-                        .await;
-                    return Ok(());
+            Answer::Approve => {
+                match super::approvals::approved_handle(runtime, &approval.handle, &task.tool) {
+                    Ok(token) => Some(token),
+                    Err(failure) => {
+                        runtime
+                            .refuse_at(&ctx, &call, Stage::Approve, failure.refusal(&call))
+                            .await;
+                        return Ok(());
+                    }
                 }
-            },
+            }
             _ => {
                 ctx.approver = Some(ApproverHandle(Arc::new(super::mrtr::Declined)));
                 None

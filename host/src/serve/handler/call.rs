@@ -134,7 +134,7 @@ impl Session {
             }
         }
         let token = match resumed.as_ref().map(|r| (r, answer)) {
-            Some((r, Answer::Approve)) => match approved(&runtime, r) {
+            Some((r, Answer::Approve)) => match approved(&runtime, r, &call.name) {
                 Ok(token) => Some(token),
                 Err(failure) => {
                     let refused = failure.refusal(&call);
@@ -230,6 +230,7 @@ impl Session {
         let asks = stateless
             && resumed.is_none()
             && result.code == Some(Code::ApprovalRequired)
+            && !self.shared.runtime.operator_approves(&result.tool)
             && cx
                 .client_capabilities()
                 .is_some_and(|c| form_elicitation(&c));
