@@ -181,6 +181,14 @@ async fn access_tokens_are_checked_and_refusals_point_at_the_metadata() {
         ("unknown kid", issuer.token("k2", json!({}))),
         ("tampered payload", tampered),
         ("no principal", issuer.token("k1", json!({"sub": ""}))),
+        (
+            "issued in the future",
+            issuer.token("k1", json!({"iat": now() + 3600})),
+        ),
+        (
+            "iat not a number",
+            issuer.token("k1", json!({"iat": "yesterday"})),
+        ),
     ];
     for (what, token) in broken {
         let a = addr.clone();

@@ -59,11 +59,10 @@ pub fn question(p: &ApprovalPrompt) -> String {
 
 /// When an approval asked at unix second `at` stops being valid, in RFC 3339 (UTC).
 fn expiry(at: u64) -> String {
-    chrono::DateTime::from_timestamp(i64::try_from(at).unwrap_or(i64::MAX), 0)
-        .map_or_else(
-            || format!("unix {at}"),
-            |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        )
+    chrono::DateTime::from_timestamp(i64::try_from(at).unwrap_or(i64::MAX), 0).map_or_else(
+        || format!("unix {at}"),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
 }
 
 /// The form that asks for `p`: the question and one required boolean, `approve`.

@@ -15,6 +15,7 @@
 //! so a token signed with the public key as an HMAC secret fails); a `kid` of the JWKS (one
 //! unknown `kid` refetches the JWKS at most once per `jwks_refetch_secs`, default 60); a valid
 //! signature; `exp` and `iss` and `aud` present and exact, `exp`/`nbf` within [`LEEWAY_SECS`];
+//! an `iat`, if present, a number no later than now (within the same leeway);
 //! and a principal claim that is a non-empty string. Every refusal is a 401 whose
 //! `WWW-Authenticate` names the metadata document; the token itself never reaches a tool.
 
@@ -160,6 +161,21 @@ fn origin_of(url: &str) -> Option<&str> {
     (end > 0).then(|| &url[..url.len() - rest.len() + end])
 }
 
+/// Whether a token's `iat` (optional) is a time no later than now, within [`LEEWAY_SECS`]: a
+/// token issued in the future, or with an `iat` that is not a number, was not issued by an
+/// issuer with a sane clock and is refused.
+fn issued_in_the_past(iat: Option<&Value>) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    match iat {
+        None => true,
+        Some(v) => v
+            .as_f64()
+            .is_some_and(|at| at.is_finite() && at <= now.saturating_add(LEEWAY_SECS) as f64),
+    }
+}
+
 /// Why a token was refused (said in `error_description`; never the token).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
@@ -247,6 +263,9 @@ impl ResourceServer {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &v)
             .map_err(|_| TokenError::Invalid)?
             .claims;
+        if !issued_in_the_past(claims.get("iat")) {
+            return Err(TokenError::Invalid);
+        }
         let claim = |name: &str| {
             claims
                 .get(name)
