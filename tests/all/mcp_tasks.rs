@@ -146,13 +146,13 @@ fn calls(config: &std::path::Path) -> Vec<Value> {
 
 /// `toolhost ledger --run` of alice's run `r1`.
 fn listing(config: &std::path::Path) -> Value {
-    listing_of(config, "alice-corp")
+    listing_of(config, ("alice", "alice-corp"))
 }
 
-/// `toolhost ledger --run` of run `r1` of alice of `tenant`.
-fn listing_of(config: &std::path::Path, tenant: &str) -> Value {
+/// `toolhost ledger --run` of run `r1` of `principal` of `tenant`.
+fn listing_of(config: &std::path::Path, (principal, tenant): (&str, &str)) -> Value {
     let alice = Identity {
-        principal: "alice".into(),
+        principal: principal.into(),
         tenant: tenant.into(),
     };
     let run = run_of(&alice, "r1");
@@ -357,7 +357,7 @@ fn a_task_is_approved_only_with_the_scope_its_tool_needs() {
          [serve.oauth]\nissuer = {ISSUER:?}\naudience = {AUDIENCE:?}\njwks = {jwks:?}\n\
          tenant_claim = \"org\"\nscopes = {{ \"tools:write\" = [\"confirm_delete\"], \"tools:greet\" = [\"greet\"] }}\n\
          [policy]\ndefault = \"allow\"\n\
-         [[policy.rule]]\neffect = \"deny\"\nprincipals = [\"alice\"]\ntools = [\"greet\"]\n\
+         [[policy.rule]]\neffect = \"deny\"\nprincipals = [\"oauth:alice\"]\ntools = [\"greet\"]\n\
          [[component]]\npath = {conformance}\n\
          [component.tools.confirm-delete]\ntask = \"optional\"\napproval = \"required\"\n\
          [[component]]\npath = {template}\n",
@@ -400,7 +400,7 @@ fn a_task_is_approved_only_with_the_scope_its_tool_needs() {
     );
     assert_eq!(poll(&writer)["result"]["status"], "input_required");
     let ran = |cfg: &std::path::Path| {
-        listing_of(cfg, "acme")["calls"]
+        listing_of(cfg, ("oauth:alice", "acme"))["calls"]
             .as_array()
             .unwrap()
             .iter()

@@ -128,7 +128,7 @@ async fn access_tokens_are_checked_and_refusals_point_at_the_metadata() {
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains("\"principal\":\"alice\""), "{body}");
+    assert!(body.contains("\"principal\":\"oauth:alice\""), "{body}");
     assert!(body.contains("\"tenant\":\"acme\""), "{body}");
 
     let a = addr.clone();
@@ -264,7 +264,7 @@ async fn access_tokens_are_checked_and_refusals_point_at_the_metadata() {
     })
     .await
     .unwrap();
-    assert_eq!(facts["principal"], "alice", "{facts}");
+    assert_eq!(facts["principal"], "oauth:alice", "{facts}");
     assert_eq!(facts["issuer"], ISSUER, "{facts}");
     drop(http);
 }

@@ -440,7 +440,7 @@ async def scenario_oauth(args: argparse.Namespace) -> dict:
         check(c.protocol_version == "2026-07-28", f"negotiated {c.protocol_version}")
         seen["2026"] = expect_ok(await c.call_tool("whoami", nothing), "whoami (2026-07-28)")
     for era, ctx in seen.items():
-        check((ctx["principal"], ctx["tenant"]) == ("alice", "acme"), f"{era}: {ctx}")
+        check((ctx["principal"], ctx["tenant"]) == ("oauth:alice", "acme"), f"{era}: {ctx}")
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": PROTOCOL, "capabilities": {},
                        "clientInfo": {"name": "raw", "version": "0"}}}

@@ -311,6 +311,25 @@ impl ServeConfig {
         }
         if let Some(o) = &self.oauth {
             o.validate(problems);
+            // A static identity in the issuer's namespace could be impersonated by a token.
+            let taken =
+                |p: &str| !o.principal_prefix.is_empty() && p.starts_with(&o.principal_prefix);
+            if taken(&self.principal) {
+                problems.push(ConfigProblem::new(
+                    "serve.principal",
+                    "starts with serve.oauth.principal_prefix, so an access token could name it; \
+                     rename it or change the prefix",
+                ));
+            }
+            for (i, t) in self.tokens.iter().enumerate() {
+                if taken(&t.principal) {
+                    problems.push(ConfigProblem::new(
+                        format!("serve.token[{i}].principal"),
+                        "starts with serve.oauth.principal_prefix, so an access token could \
+                         name it; rename it or change the prefix",
+                    ));
+                }
+            }
         }
     }
 

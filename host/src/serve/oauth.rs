@@ -8,6 +8,7 @@
 //! audience = "https://mcp.example.com/mcp"          # `aud`, exactly; this server's resource id
 //! jwks = "https://id.example.com/.well-known/jwks.json"   # or a file (relative to the config)
 //! principal_claim = "sub"                           # default
+//! principal_prefix = "oauth:"                       # default: `sub` alice is oauth:alice
 //! tenant_claim = "org"                              # default: every caller's tenant is "default"
 //! ```
 //!
@@ -64,6 +65,12 @@ pub struct OAuthConfig {
     /// The claim that names the principal. Default `sub`.
     #[serde(default = "default_principal_claim")]
     pub principal_claim: String,
+    /// What every principal from this issuer starts with (the claim follows it), so that no
+    /// token of the issuer can name a principal of a static token or of stdio: a static one
+    /// that starts with it is refused at load. Default `oauth:` (`sub = "alice"` is principal
+    /// `oauth:alice` in policies, runs and `{principal}` directories).
+    #[serde(default = "default_principal_prefix")]
+    pub principal_prefix: String,
     /// The claim that names the tenant; without it every caller's tenant is `default`.
     #[serde(default)]
     pub tenant_claim: Option<String>,
@@ -79,6 +86,10 @@ pub struct OAuthConfig {
 
 fn default_refetch() -> u64 {
     super::jwks::MIN_REFETCH.as_secs()
+}
+
+fn default_principal_prefix() -> String {
+    "oauth:".into()
 }
 
 fn default_principal_claim() -> String {
@@ -120,6 +131,13 @@ impl OAuthConfig {
         }
         if !(1..=86_400).contains(&self.jwks_refetch_secs) {
             bad("jwks_refetch_secs", "must be from 1 to 86400 seconds");
+        }
+        if self.principal_prefix.trim().is_empty() || self.principal_prefix.len() > 64 {
+            bad(
+                "principal_prefix",
+                "must be 1 to 64 characters: it keeps the issuer's principals apart from the \
+                 static ones (default \"oauth:\")",
+            );
         }
         if self.principal_claim.trim().is_empty() {
             bad(
@@ -273,7 +291,9 @@ impl ResourceServer {
                 .filter(|s| !s.trim().is_empty() && s.len() <= MAX_CLAIM_BYTES)
                 .map(str::to_string)
         };
-        let principal = claim(&self.config.principal_claim).ok_or(TokenError::NoPrincipal)?;
+        let principal = claim(&self.config.principal_claim)
+            .map(|sub| format!("{}{sub}", self.config.principal_prefix))
+            .ok_or(TokenError::NoPrincipal)?;
         let tenant = match &self.config.tenant_claim {
             Some(c) => claim(c).ok_or(TokenError::NoPrincipal)?,
             None => "default".to_string(),
@@ -329,6 +349,7 @@ mod tests {
             audience: "https://mcp.example.com:8443/mcp".into(),
             jwks: "jwks.json".into(),
             principal_claim: "sub".into(),
+            principal_prefix: "oauth:".into(),
             tenant_claim: None,
             scopes: Default::default(),
             jwks_refetch_secs: 60,
