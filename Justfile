@@ -67,7 +67,7 @@ conformance: build setup-mcp
 test: build-guests setup-mcp build-polyglot setup-haproxy
     cargo test --workspace -- --test-threads 4
     if [ -n "${JSON_SCHEMA_TEST_SUITE:-}" ]; then cargo test --test all -- --ignored json_schema_suite; else echo "json_schema_suite: ignored (set JSON_SCHEMA_TEST_SUITE to the suite's directory to run it)"; fi
-    if [ -n "${TOOLHOST_TEST_POSTGRES_URL:-}" ]; then cargo test --workspace -- --ignored pg_ --test-threads 4; else echo "PostgreSQL tests (pg_*): ignored (set TOOLHOST_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/test, to run them against a server; each test uses a schema of its own)"; fi
+    if [ -n "${TOOLHOST_TEST_POSTGRES_URL:-}" ]; then cargo test --workspace --lib --test all -- --ignored pg_ --test-threads 4; else echo "PostgreSQL tests (pg_*): ignored (set TOOLHOST_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/test, to run them against a server; each test uses a schema of its own)"; fi
     bash tests/mcp/inspect/run.sh
     bash tests/mcp/conformance/run.sh
 
