@@ -322,6 +322,8 @@ impl Gate {
             }
         }
         let method = req.method().clone();
+        // The place an `initialize` took for its session, until the answer binds it.
+        let mut reservation = None;
         let response = if method == hyper::Method::POST {
             match checked(req).await {
                 Ok((_, Kind::InSession, _)) if session.is_none() => {
@@ -332,13 +334,14 @@ impl Gate {
                          and clientCapabilities in the request's _meta",
                     )
                 }
-                Ok((_, Kind::Initialize, _))
-                    if session.is_none() && !self.owners.room_for(&identity).await =>
-                {
-                    return plain(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "too many open sessions: end one (DELETE) before starting another",
-                    )
+                Ok((req, Kind::Initialize, _)) if session.is_none() => {
+                    match self.owners.reserve(&identity).await {
+                        Ok(place) => {
+                            reservation = Some(place);
+                            self.service.handle(req).await
+                        }
+                        Err(wait) => return too_many_sessions(wait),
+                    }
                 }
                 // Only for a tool the caller may see: a hidden one is answered as an absent
                 // one, by the handler, and a 403 would tell the two apart.
@@ -371,9 +374,11 @@ impl Gate {
         };
         match session {
             None => {
-                if let Some(new) = response.headers().get(SESSION_HEADER) {
+                if let (Some(new), Some(place)) =
+                    (response.headers().get(SESSION_HEADER), reservation)
+                {
                     let new = String::from_utf8_lossy(new.as_bytes()).into_owned();
-                    self.owners.bind(&new, identity).await;
+                    place.bind(&new).await;
                 }
             }
             Some(id) if method == hyper::Method::DELETE && response.status().is_success() => {
@@ -399,6 +404,19 @@ fn bearer(req: &Request<Incoming>) -> Option<&str> {
         .ok()?;
     let (scheme, token) = value.split_once(' ')?;
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token.trim())
+}
+
+/// The 429 of an `initialize` with no room for its session: when to try again.
+fn too_many_sessions(wait: Duration) -> Response<Body> {
+    let mut r = plain(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many open sessions, none idle long enough to close: end one (DELETE) or retry later",
+    );
+    r.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from(wait.as_secs().max(1)),
+    );
+    r
 }
 
 pub(super) fn plain(status: StatusCode, text: &'static str) -> Response<Body> {

@@ -8,8 +8,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 
 use super::config::Identity;
 
@@ -18,6 +20,11 @@ pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
 
 /// Open HTTP sessions the server holds in all.
 pub const MAX_SESSIONS: usize = 1_024;
+
+/// How long a session must have gone without a request before a new session of its owner may
+/// take its place: a client that holds every session it may have and opens another closes its
+/// longest-idle one, never one it used this half-minute.
+pub const EVICTABLE_AFTER: Duration = Duration::from_secs(30);
 
 /// Bound sessions are checked against the session manager (sessions it expired are
 /// forgotten) whenever their number doubles past this.
@@ -31,9 +38,59 @@ pub struct SessionOwners {
 
 #[derive(Default)]
 struct Owners {
-    by_session: HashMap<String, Identity>,
+    by_session: HashMap<String, Bound>,
+    /// Places taken by `initialize` requests not answered yet, by identity.
+    reserved: HashMap<Identity, usize>,
     /// Bound sessions after the last prune; the next one runs at twice this.
     after_prune: usize,
+}
+
+/// A bound session: its owner, and when it last served a request.
+struct Bound {
+    owner: Identity,
+    seen: Instant,
+}
+
+/// A place for one new session, taken by an `initialize` until its answer binds the session
+/// ([`Reservation::bind`]); dropped unbound (the initialize failed), it frees the place.
+pub struct Reservation<'a> {
+    owners: &'a SessionOwners,
+    who: Identity,
+}
+
+impl Reservation<'_> {
+    /// Bind the new session `id` to the reservation's identity.
+    pub async fn bind(self, id: &str) {
+        let due = {
+            let mut s = self.owners.lock();
+            s.by_session.insert(
+                id.to_string(),
+                Bound {
+                    owner: self.who.clone(),
+                    seen: Instant::now(),
+                },
+            );
+            s.by_session.len() >= PRUNE_FROM.max(2 * s.after_prune)
+        };
+        // The bound session holds the place now: dropping the reservation frees its count.
+        let owners = self.owners;
+        drop(self);
+        if due {
+            owners.prune().await;
+        }
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut s = self.owners.lock();
+        if let Some(n) = s.reserved.get_mut(&self.who) {
+            *n -= 1;
+            if *n == 0 {
+                s.reserved.remove(&self.who);
+            }
+        }
+    }
 }
 
 impl SessionOwners {
@@ -44,21 +101,66 @@ impl SessionOwners {
         }
     }
 
-    /// Bind the new session `id` to `owner`.
-    pub async fn bind(&self, id: &str, owner: Identity) {
-        let due = {
-            let mut s = self.lock();
-            s.by_session.insert(id.to_string(), owner);
-            s.by_session.len() >= PRUNE_FROM.max(2 * s.after_prune)
-        };
-        if due {
-            self.prune().await;
+    /// Take a place for a new session of `who`, counted with the bound sessions and the other
+    /// places taken, so that concurrent `initialize`s never pass the caps together. When `who`
+    /// holds [`MAX_SESSIONS_PER_PRINCIPAL`] already, its longest-idle session (idle at least
+    /// [`EVICTABLE_AFTER`]) is closed to make room; when none may be closed, or the server
+    /// holds [`MAX_SESSIONS`], the answer is how long to wait before trying again.
+    pub async fn reserve(&self, who: &Identity) -> Result<Reservation<'_>, Duration> {
+        for attempt in 0..2 {
+            let taken = {
+                let mut s = self.lock();
+                let reserved_all: usize = s.reserved.values().sum();
+                let reserved_own = s.reserved.get(who).copied().unwrap_or(0);
+                let own = s.by_session.values().filter(|b| b.owner == *who).count();
+                let all = s.by_session.len() + reserved_all;
+                let own = own + reserved_own;
+                if all < MAX_SESSIONS && own < MAX_SESSIONS_PER_PRINCIPAL {
+                    *s.reserved.entry(who.clone()).or_default() += 1;
+                    Ok(None)
+                } else if own >= MAX_SESSIONS_PER_PRINCIPAL {
+                    // Closing one of `who`'s own sessions leaves the total as it was.
+                    match longest_idle(&s, who) {
+                        Some((id, idle)) if idle >= EVICTABLE_AFTER => {
+                            s.by_session.remove(&id);
+                            *s.reserved.entry(who.clone()).or_default() += 1;
+                            Ok(Some(id))
+                        }
+                        Some((_, idle)) => Err(EVICTABLE_AFTER - idle),
+                        None => Err(EVICTABLE_AFTER),
+                    }
+                } else {
+                    Err(EVICTABLE_AFTER)
+                }
+            };
+            match taken {
+                Ok(evicted) => {
+                    if let Some(id) = evicted {
+                        let _ = self.manager.close_session(&Arc::from(id.as_str())).await;
+                    }
+                    return Ok(Reservation {
+                        owners: self,
+                        who: who.clone(),
+                    });
+                }
+                Err(wait) if attempt == 1 => return Err(wait.max(Duration::from_secs(1))),
+                // Sessions the manager expired may be what fills the caps.
+                Err(_) => self.prune().await,
+            }
         }
+        unreachable!("the second attempt returns")
     }
 
-    /// Whether `id` is a session of `who`.
+    /// Whether `id` is a session of `who`; a request of its owner marks it used now.
     pub fn owned_by(&self, id: &str, who: &Identity) -> bool {
-        self.lock().by_session.get(id) == Some(who)
+        let mut s = self.lock();
+        match s.by_session.get_mut(id) {
+            Some(b) if b.owner == *who => {
+                b.seen = Instant::now();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Forget a session that ended.
@@ -69,20 +171,8 @@ impl SessionOwners {
     /// How many sessions are bound: all of them, and `who`'s.
     pub fn bound(&self, who: &Identity) -> (usize, usize) {
         let s = self.lock();
-        let own = s.by_session.values().filter(|o| *o == who).count();
+        let own = s.by_session.values().filter(|b| b.owner == *who).count();
         (s.by_session.len(), own)
-    }
-
-    /// Whether `who` may open another session: under [`MAX_SESSIONS`] in all and
-    /// [`MAX_SESSIONS_PER_PRINCIPAL`] of its own, once expired sessions are forgotten.
-    pub async fn room_for(&self, who: &Identity) -> bool {
-        let fits =
-            |(all, own): (usize, usize)| all < MAX_SESSIONS && own < MAX_SESSIONS_PER_PRINCIPAL;
-        if fits(self.bound(who)) {
-            return true;
-        }
-        self.prune().await;
-        fits(self.bound(who))
     }
 
     /// Forget the sessions the manager no longer has (expired or closed).
@@ -98,6 +188,15 @@ impl SessionOwners {
     }
 }
 
+/// `who`'s session that went longest without a request, and for how long.
+fn longest_idle(s: &Owners, who: &Identity) -> Option<(String, Duration)> {
+    s.by_session
+        .iter()
+        .filter(|(_, b)| b.owner == *who)
+        .min_by_key(|(_, b)| b.seen)
+        .map(|(id, b)| (id.clone(), b.seen.elapsed()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,11 +205,40 @@ mod tests {
         Identity::of_test(p)
     }
 
+    /// Bind `id` to `p` through a reservation.
+    async fn open(owners: &SessionOwners, id: &str, p: &str) {
+        owners.reserve(&who(p)).await.expect("room").bind(id).await;
+    }
+
+    /// `n` sessions of `p` the manager holds, each last used `idle` ago: their ids, and their
+    /// transports (kept by the caller while the sessions should live).
+    async fn held(
+        owners: &SessionOwners,
+        p: &str,
+        n: usize,
+        idle: Duration,
+    ) -> (Vec<String>, Vec<impl Sized>) {
+        let (mut ids, mut transports) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            let (id, transport) = owners.manager.create_session().await.expect("a session");
+            transports.push(transport);
+            let seen = Instant::now().checked_sub(idle + Duration::from_millis(i as u64));
+            let seen = seen.expect("the clock is past the idle time");
+            let bound = Bound {
+                owner: who(p),
+                seen,
+            };
+            owners.lock().by_session.insert(id.to_string(), bound);
+            ids.push(id.to_string());
+        }
+        (ids, transports)
+    }
+
     /// A session answers only its owner; an unknown id answers nobody; a forgotten one is gone.
     #[tokio::test]
     async fn a_session_is_its_owners_only() {
         let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
-        owners.bind("s1", who("alice")).await;
+        open(&owners, "s1", "alice").await;
         assert!(owners.owned_by("s1", &who("alice")));
         assert!(!owners.owned_by("s1", &who("mallory")));
         assert!(!owners.owned_by("s2", &who("alice")));
@@ -125,22 +253,76 @@ mod tests {
     async fn expired_sessions_are_pruned() {
         let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
         for i in 0..PRUNE_FROM {
-            owners.bind(&format!("s{i}"), who("alice")).await;
+            open(&owners, &format!("s{i}"), &format!("p{i}")).await;
         }
         assert_eq!(owners.bound(&who("alice")), (0, 0));
     }
 
-    /// One identity holds at most its share of sessions; others still get theirs.
+    /// Reservations count with bound sessions: an identity's concurrent `initialize`s never
+    /// pass its cap together, and a reservation dropped unbound frees its place.
     #[tokio::test]
-    async fn sessions_per_principal_are_capped() {
+    async fn reservations_count_until_bound_or_dropped() {
         let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
-        {
-            let mut s = owners.lock();
-            for i in 0..MAX_SESSIONS_PER_PRINCIPAL {
-                s.by_session.insert(format!("s{i}"), who("alice"));
-            }
+        let mut places = Vec::new();
+        for _ in 0..MAX_SESSIONS_PER_PRINCIPAL {
+            places.push(owners.reserve(&who("alice")).await.expect("room"));
         }
+        let wait = owners.reserve(&who("alice")).await.err();
+        assert_eq!(
+            wait,
+            Some(EVICTABLE_AFTER),
+            "no session to close, none idle"
+        );
+        assert!(owners.reserve(&who("mallory")).await.is_ok());
+        places.pop();
+        assert!(owners.reserve(&who("alice")).await.is_ok());
+    }
+
+    /// An identity at its cap gets a new session in place of its longest-idle one (idle past
+    /// [`EVICTABLE_AFTER`]); when all are in use it is told how long to wait; another
+    /// identity is never touched.
+    #[tokio::test]
+    async fn a_full_identity_replaces_its_longest_idle_session() {
+        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
+        let (alice, _a) = held(
+            &owners,
+            "alice",
+            MAX_SESSIONS_PER_PRINCIPAL,
+            Duration::from_secs(60),
+        )
+        .await;
+        let _m = held(&owners, "mallory", 3, Duration::from_secs(600)).await;
+        owners
+            .reserve(&who("alice"))
+            .await
+            .expect("room")
+            .bind("new")
+            .await;
+        let last = &alice[MAX_SESSIONS_PER_PRINCIPAL - 1];
+        assert!(
+            !owners.owned_by(last, &who("alice")),
+            "the longest idle is closed"
+        );
+        let live = owners.manager.sessions.read().await;
+        assert!(!live.keys().any(|id| **id == **last), "and closed");
+        drop(live);
+        assert!(owners.owned_by(&alice[0], &who("alice")));
         assert_eq!(owners.bound(&who("alice")).1, MAX_SESSIONS_PER_PRINCIPAL);
-        assert!(owners.room_for(&who("mallory")).await);
+        assert_eq!(owners.bound(&who("mallory")).1, 3);
+
+        let busy = SessionOwners::new(Arc::new(LocalSessionManager::default()));
+        let _b = held(
+            &busy,
+            "alice",
+            MAX_SESSIONS_PER_PRINCIPAL,
+            Duration::from_secs(20),
+        )
+        .await;
+        let wait = busy.reserve(&who("alice")).await.err().expect("no room");
+        assert!(
+            wait > Duration::ZERO && wait <= Duration::from_secs(10),
+            "{wait:?}"
+        );
+        assert_eq!(busy.bound(&who("alice")).1, MAX_SESSIONS_PER_PRINCIPAL);
     }
 }
