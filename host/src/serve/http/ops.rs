@@ -89,7 +89,6 @@ impl ReadyProbe {
     }
 }
 
-/// 200 when the ledger answers a read and at least one tool is loaded, else 503 naming which.
 /// `/readyz`: 200 when the ledger answers a read and tools are loaded, else 503. The body
 /// says why (`ledger`, `tools`) only on the operator's listener (`detail`); on the MCP port,
 /// which anyone reaches, it says `ready` and nothing else: not how many tools there are.
@@ -108,20 +107,24 @@ async fn ready(runtime: &Arc<Runtime>, detail: bool) -> Response<Body> {
             }
         })
         .await;
-    let tools = runtime.registry().tools().count();
+    let (status, body) = readiness(ledger, runtime.registry().tools().count(), detail);
+    text(status, "application/json", body)
+}
+
+/// The `/readyz` answer for a ledger that answered (or not) and `tools` loaded tools.
+fn readiness(ledger: bool, tools: usize, detail: bool) -> (StatusCode, String) {
     let ready = ledger && tools > 0;
     let body = if detail {
         serde_json::json!({ "ledger": ledger, "tools": tools })
     } else {
         serde_json::json!({ "ready": ready })
     };
-    let body = body.to_string();
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    text(status, "application/json", body)
+    (status, body.to_string())
 }
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
@@ -203,6 +206,33 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+
+    /// A ledger that does not answer, or no tool, is 503; on the MCP port the body says only
+    /// that it is not ready, on the operator's listener which part is missing.
+    #[test]
+    fn readyz_is_503_without_a_ledger_or_tools() {
+        let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+        assert_eq!(
+            readiness(true, 3, false),
+            (StatusCode::OK, r#"{"ready":true}"#.into())
+        );
+        assert_eq!(
+            readiness(false, 3, false),
+            (unavailable, r#"{"ready":false}"#.into())
+        );
+        assert_eq!(
+            readiness(true, 0, false),
+            (unavailable, r#"{"ready":false}"#.into())
+        );
+        assert_eq!(
+            readiness(false, 3, true),
+            (unavailable, r#"{"ledger":false,"tools":3}"#.into())
+        );
+        assert_eq!(
+            readiness(true, 0, true),
+            (unavailable, r#"{"ledger":true,"tools":0}"#.into())
+        );
+    }
 
     /// However often `/readyz` is asked, the ledger is read at most once per interval.
     #[tokio::test(start_paused = true)]
