@@ -61,6 +61,10 @@ pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// ([`MAX_FRAME_BYTES`], twice the pipeline's own 1 MiB argument cap).
 pub const MAX_REQUEST_BODY_BYTES: usize = MAX_FRAME_BYTES;
 
+/// Time past its deadline and its approval question a call may still hold its request (the
+/// sandbox's grace, the recording of its outcome), for [`SessionOwners::new`].
+const TIMEOUT_GRACE_MARGIN: Duration = Duration::from_secs(5);
+
 /// Time a session outlives the longest call it may run.
 const SESSION_IDLE_MARGIN: Duration = Duration::from_secs(10);
 
@@ -137,7 +141,10 @@ pub async fn serve_http(
             config.requests_in_flight,
         ),
         service,
-        owners: SessionOwners::new(manager),
+        owners: SessionOwners::new(
+            manager,
+            longest.unwrap_or_default() + super::elicit::ELICITATION_TIMEOUT + TIMEOUT_GRACE_MARGIN,
+        ),
         streams: StreamBudget::default(),
     });
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));

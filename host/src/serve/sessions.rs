@@ -21,9 +21,10 @@ pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
 /// Open HTTP sessions the server holds in all.
 pub const MAX_SESSIONS: usize = 1_024;
 
-/// How long a session must have gone without a request before a new session of its owner may
-/// take its place: a client that holds every session it may have and opens another closes its
-/// longest-idle one, never one it used this half-minute.
+/// The least time a session must have gone without a request before a new session of its
+/// owner may take its place: a client that holds every session it may have and opens another
+/// closes its longest-idle one, never one it used this half-minute. A server whose tools run
+/// longer waits longer ([`SessionOwners::new`]), so that no call still running is closed.
 pub const EVICTABLE_AFTER: Duration = Duration::from_secs(30);
 
 /// Bound sessions are checked against the session manager (sessions it expired are
@@ -34,6 +35,9 @@ const PRUNE_FROM: usize = 64;
 pub struct SessionOwners {
     manager: Arc<LocalSessionManager>,
     state: Mutex<Owners>,
+    /// How long a session must have gone without a request before it may be closed for
+    /// another of its owner's.
+    evictable_after: Duration,
 }
 
 #[derive(Default)]
@@ -94,17 +98,21 @@ impl Drop for Reservation<'_> {
 }
 
 impl SessionOwners {
-    pub fn new(manager: Arc<LocalSessionManager>) -> Self {
+    /// Owners of `manager`'s sessions, whose calls run at most `longest_call`: a session is
+    /// closed for another only after [`EVICTABLE_AFTER`], and never sooner than a call of it
+    /// could still be running (a request's last sign of life is its start).
+    pub fn new(manager: Arc<LocalSessionManager>, longest_call: Duration) -> Self {
         SessionOwners {
             manager,
             state: Mutex::default(),
+            evictable_after: longest_call + EVICTABLE_AFTER,
         }
     }
 
     /// Take a place for a new session of `who`, counted with the bound sessions and the other
     /// places taken, so that concurrent `initialize`s never pass the caps together. When `who`
     /// holds [`MAX_SESSIONS_PER_PRINCIPAL`] already, its longest-idle session (idle at least
-    /// [`EVICTABLE_AFTER`]) is closed to make room; when none may be closed, or the server
+    /// long enough, see [`SessionOwners::new`]) is closed to make room; when none may be closed, or the server
     /// holds [`MAX_SESSIONS`], the answer is how long to wait before trying again.
     pub async fn reserve(&self, who: &Identity) -> Result<Reservation<'_>, Duration> {
         for attempt in 0..2 {
@@ -121,13 +129,13 @@ impl SessionOwners {
                 } else if own >= MAX_SESSIONS_PER_PRINCIPAL {
                     // Closing one of `who`'s own sessions leaves the total as it was.
                     match longest_idle(&s, who) {
-                        Some((id, idle)) if idle >= EVICTABLE_AFTER => {
+                        Some((id, idle)) if idle >= self.evictable_after => {
                             s.by_session.remove(&id);
                             *s.reserved.entry(who.clone()).or_default() += 1;
                             Ok(Some(id))
                         }
-                        Some((_, idle)) => Err(EVICTABLE_AFTER - idle),
-                        None => Err(EVICTABLE_AFTER),
+                        Some((_, idle)) => Err(self.evictable_after - idle),
+                        None => Err(self.evictable_after),
                     }
                 } else {
                     Err(EVICTABLE_AFTER)
@@ -237,7 +245,7 @@ mod tests {
     /// A session answers only its owner; an unknown id answers nobody; a forgotten one is gone.
     #[tokio::test]
     async fn a_session_is_its_owners_only() {
-        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
+        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()), Duration::ZERO);
         open(&owners, "s1", "alice").await;
         assert!(owners.owned_by("s1", &who("alice")));
         assert!(!owners.owned_by("s1", &who("mallory")));
@@ -251,7 +259,7 @@ mod tests {
     /// Sessions the manager does not have are forgotten once enough are bound.
     #[tokio::test]
     async fn expired_sessions_are_pruned() {
-        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
+        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()), Duration::ZERO);
         for i in 0..PRUNE_FROM {
             open(&owners, &format!("s{i}"), &format!("p{i}")).await;
         }
@@ -262,7 +270,7 @@ mod tests {
     /// pass its cap together, and a reservation dropped unbound frees its place.
     #[tokio::test]
     async fn reservations_count_until_bound_or_dropped() {
-        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
+        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()), Duration::ZERO);
         let mut places = Vec::new();
         for _ in 0..MAX_SESSIONS_PER_PRINCIPAL {
             places.push(owners.reserve(&who("alice")).await.expect("room"));
@@ -283,7 +291,7 @@ mod tests {
     /// identity is never touched.
     #[tokio::test]
     async fn a_full_identity_replaces_its_longest_idle_session() {
-        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
+        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()), Duration::ZERO);
         let (alice, _a) = held(
             &owners,
             "alice",
@@ -310,7 +318,7 @@ mod tests {
         assert_eq!(owners.bound(&who("alice")).1, MAX_SESSIONS_PER_PRINCIPAL);
         assert_eq!(owners.bound(&who("mallory")).1, 3);
 
-        let busy = SessionOwners::new(Arc::new(LocalSessionManager::default()));
+        let busy = SessionOwners::new(Arc::new(LocalSessionManager::default()), Duration::ZERO);
         let _b = held(
             &busy,
             "alice",
@@ -324,5 +332,23 @@ mod tests {
             "{wait:?}"
         );
         assert_eq!(busy.bound(&who("alice")).1, MAX_SESSIONS_PER_PRINCIPAL);
+    }
+
+    /// A session that may still be running a call (idle less than the longest call plus the
+    /// margin) is never closed for another.
+    #[tokio::test]
+    async fn a_session_that_may_run_a_call_is_not_closed() {
+        let long = Duration::from_secs(600);
+        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()), long);
+        let _a = held(
+            &owners,
+            "alice",
+            MAX_SESSIONS_PER_PRINCIPAL,
+            Duration::from_secs(300),
+        )
+        .await;
+        let wait = owners.reserve(&who("alice")).await.err().expect("no room");
+        assert!(wait > Duration::from_secs(300), "{wait:?}");
+        assert_eq!(owners.bound(&who("alice")).1, MAX_SESSIONS_PER_PRINCIPAL);
     }
 }
