@@ -111,11 +111,12 @@ impl SessionOwners {
 
     /// Take a place for a new session of `who`, counted with the bound sessions and the other
     /// places taken, so that concurrent `initialize`s never pass the caps together. When `who`
-    /// holds [`MAX_SESSIONS_PER_PRINCIPAL`] already, its longest-idle session (idle at least
-    /// long enough, see [`SessionOwners::new`]) is closed to make room; when none may be closed, or the server
-    /// holds [`MAX_SESSIONS`], the answer is how long to wait before trying again.
+    /// holds [`MAX_SESSIONS_PER_PRINCIPAL`] already, its longest-idle session (idle long enough,
+    /// see [`SessionOwners::new`]) is closed to make room; when none may be closed, or the
+    /// server holds [`MAX_SESSIONS`], the answer is how long to wait before trying again.
     pub async fn reserve(&self, who: &Identity) -> Result<Reservation<'_>, Duration> {
-        for attempt in 0..2 {
+        let mut pruned = false;
+        loop {
             let taken = {
                 let mut s = self.lock();
                 let reserved_all: usize = s.reserved.values().sum();
@@ -151,12 +152,15 @@ impl SessionOwners {
                         who: who.clone(),
                     });
                 }
-                Err(wait) if attempt == 1 => return Err(wait.max(Duration::from_secs(1))),
-                // Sessions the manager expired may be what fills the caps.
-                Err(_) => self.prune().await,
+                Err(wait) if pruned => return Err(wait.max(Duration::from_secs(1))),
+                // Sessions the manager expired may be what fills the caps: once more after
+                // forgetting them.
+                Err(_) => {
+                    self.prune().await;
+                    pruned = true;
+                }
             }
         }
-        unreachable!("the second attempt returns")
     }
 
     /// Whether `id` is a session of `who`; a request of its owner marks it used now.
