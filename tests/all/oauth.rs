@@ -182,6 +182,10 @@ async fn access_tokens_are_checked_and_refusals_point_at_the_metadata() {
         ("tampered payload", tampered),
         ("no principal", issuer.token("k1", json!({"sub": ""}))),
         (
+            "a principal past the bound once prefixed",
+            issuer.token("k1", json!({"sub": "a".repeat(252)})),
+        ),
+        (
             "issued in the future",
             issuer.token("k1", json!({"iat": now() + 3600})),
         ),

@@ -291,8 +291,10 @@ impl ResourceServer {
                 .filter(|s| !s.trim().is_empty() && s.len() <= MAX_CLAIM_BYTES)
                 .map(str::to_string)
         };
+        // The bound is the principal's, prefix included: one past it could call nothing.
         let principal = claim(&self.config.principal_claim)
             .map(|sub| format!("{}{sub}", self.config.principal_prefix))
+            .filter(|p| p.len() <= MAX_CLAIM_BYTES)
             .ok_or(TokenError::NoPrincipal)?;
         let tenant = match &self.config.tenant_claim {
             Some(c) => claim(c).ok_or(TokenError::NoPrincipal)?,
