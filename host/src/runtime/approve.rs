@@ -3,7 +3,7 @@
 use crate::contract::{
     ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, ToolCall, ToolResult, Usage,
 };
-use crate::contract::{Decision, Stage};
+use crate::contract::{ApproverHandle, Approvers, Decision, Stage};
 use crate::ledger::{Journal, TokenSpend};
 use crate::policy::{canonical_json, ApprovalFailure, ApprovalSubject};
 use crate::registry::Tool;
@@ -40,8 +40,13 @@ impl Runtime {
             Some(t) => t,
             None => {
                 let request = self.approval_key.request(&subject, now, self.approval_ttl);
+                // A tool only the operator approves is never put to the calling client.
+                let approver = ctx.approver.as_ref().filter(|a| {
+                    a.0.channel() == Approvers::Operator
+                        || self.approvers(tool) == Approvers::Client
+                });
                 match self
-                    .ask_approver(ctx, call, &subject, &request, journal)
+                    .ask_approver(ctx, approver, call, (&subject, &request), journal)
                     .await?
                 {
                     Some((minted, source)) => {
@@ -114,27 +119,21 @@ impl Runtime {
         }
     }
 
-    /// Ask the run's approver, if it has one. `Some(token)`: approved, with a token minted for
-    /// exactly this request (it still goes through verification and is consumed once).
-    /// A decline ends the call here with `approval_denied`.
+    /// Ask `approver`, if the call has one it may ask. `Some(token)`: approved, with a token
+    /// minted for exactly this request (it still goes through verification and is consumed
+    /// once). A decline ends the call here with `approval_denied`.
     #[allow(clippy::result_large_err)]
     async fn ask_approver(
         &self,
         ctx: &RunContext,
+        approver: Option<&ApproverHandle>,
         call: &ToolCall,
-        subject: &ApprovalSubject,
-        request: &crate::policy::ApprovalRequest,
+        (subject, request): (&ApprovalSubject, &crate::policy::ApprovalRequest),
         journal: &mut Journal<'_>,
     ) -> Result<Option<(String, &'static str)>, Box<ToolResult>> {
-        let Some(approver) = ctx.approver.as_ref() else {
+        let Some(approver) = approver else {
             return Ok(None);
         };
-        // A tool only the operator approves is never put to the calling client.
-        if approver.0.channel() == crate::contract::Approvers::Client
-            && self.operator_approves(&subject.tool)
-        {
-            return Ok(None);
-        }
         let prompt = ApprovalPrompt {
             tool: subject.tool.clone(),
             canonical_arguments: String::from_utf8_lossy(&canonical_json(&subject.arguments))
