@@ -136,7 +136,7 @@ pub async fn serve_http(
         config: config.clone(),
         oauth,
         door: door::Door::new(
-            Some(config.requests_per_second),
+            config.requests_per_second,
             config.request_burst,
             config.requests_in_flight,
         ),

@@ -34,18 +34,18 @@ struct Caller {
 
 /// The door's limits and what each caller has used of them.
 pub struct Door {
-    /// Requests per second per caller; `None`: no rate.
-    rate: Option<f64>,
+    /// Requests per second per caller.
+    rate: f64,
     burst: f64,
     max_in_flight: usize,
     callers: Mutex<HashMap<String, Caller>>,
 }
 
 impl Door {
-    /// `rate` requests per second (if any) with bursts of `burst` (default twice the rate),
-    /// and `max_in_flight` at once, for each principal.
-    pub fn new(rate: Option<f64>, burst: Option<u32>, max_in_flight: usize) -> Arc<Door> {
-        let burst = burst.map_or_else(|| rate.map_or(1.0, |r| (2.0 * r).ceil()), f64::from);
+    /// `rate` requests per second with bursts of `burst` (default twice the rate), and
+    /// `max_in_flight` at once, for each principal.
+    pub fn new(rate: f64, burst: Option<u32>, max_in_flight: usize) -> Arc<Door> {
+        let burst = burst.map_or_else(|| (2.0 * rate).ceil(), f64::from);
         Arc::new(Door {
             rate,
             burst: burst.max(1.0),
@@ -84,8 +84,8 @@ impl Door {
         if c.in_flight >= self.max_in_flight {
             return Err(Refused::InFlight);
         }
-        if let Some(rate) = self.rate.filter(|_| rated) {
-            let refill = now.duration_since(c.last).as_secs_f64() * rate;
+        if rated {
+            let refill = now.duration_since(c.last).as_secs_f64() * self.rate;
             c.tokens = (c.tokens + refill).min(self.burst);
             c.last = now;
             if c.tokens < 1.0 {
@@ -105,7 +105,7 @@ impl Door {
         let (rate, burst) = (self.rate, self.burst);
         callers.retain(|_, c| {
             let elapsed = now.duration_since(c.last).as_secs_f64();
-            let full = rate.is_none_or(|r| c.tokens + elapsed * r >= burst);
+            let full = c.tokens + elapsed * rate >= burst;
             c.in_flight > 0 || !full
         });
     }
@@ -205,7 +205,7 @@ mod tests {
     /// pass held counts in flight until dropped.
     #[test]
     fn each_caller_has_its_own_budget() {
-        let door = Door::new(Some(0.001), Some(3), 2);
+        let door = Door::new(0.001, Some(3), 2);
         let a1 = door.enter("alice").unwrap();
         let a2 = door.enter("alice").unwrap();
         assert_eq!(door.enter("alice").err(), Some(Refused::InFlight));
@@ -219,7 +219,7 @@ mod tests {
         );
         // A task's hold counts in flight and takes no rate: with two in flight allowed, the
         // request that starts a task and the task fit, and the next request still enters.
-        let door = Door::new(Some(0.001), Some(3), 2);
+        let door = Door::new(0.001, Some(3), 2);
         let request = door.enter("carol").unwrap();
         let task = door.hold("carol").unwrap();
         assert_eq!(door.hold("carol").err(), Some(Refused::InFlight));
@@ -227,12 +227,12 @@ mod tests {
         let poll = door.enter("carol").unwrap();
         assert_eq!(door.enter("carol").err(), Some(Refused::InFlight));
         drop((poll, task));
-        let unrated = Door::new(None, None, 1);
-        let held = unrated.enter("alice").unwrap();
-        assert_eq!(unrated.enter("alice").err(), Some(Refused::InFlight));
+        let fast = Door::new(1e9, None, 1);
+        let held = fast.enter("alice").unwrap();
+        assert_eq!(fast.enter("alice").err(), Some(Refused::InFlight));
         drop(held);
         for _ in 0..1000 {
-            drop(unrated.enter("alice").unwrap());
+            drop(fast.enter("alice").unwrap());
         }
     }
 }
