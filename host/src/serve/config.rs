@@ -312,22 +312,17 @@ impl ServeConfig {
         if let Some(o) = &self.oauth {
             o.validate(problems);
             // A static identity in the issuer's namespace could be impersonated by a token.
+            let clash = "starts with serve.oauth.principal_prefix, so an access token could \
+                         name it; rename it or change the prefix";
             let taken =
                 |p: &str| !o.principal_prefix.is_empty() && p.starts_with(&o.principal_prefix);
             if taken(&self.principal) {
-                problems.push(ConfigProblem::new(
-                    "serve.principal",
-                    "starts with serve.oauth.principal_prefix, so an access token could name it; \
-                     rename it or change the prefix",
-                ));
+                problems.push(ConfigProblem::new("serve.principal", clash));
             }
             for (i, t) in self.tokens.iter().enumerate() {
                 if taken(&t.principal) {
-                    problems.push(ConfigProblem::new(
-                        format!("serve.token[{i}].principal"),
-                        "starts with serve.oauth.principal_prefix, so an access token could \
-                         name it; rename it or change the prefix",
-                    ));
+                    let key = format!("serve.token[{i}].principal");
+                    problems.push(ConfigProblem::new(key, clash));
                 }
             }
         }
