@@ -231,10 +231,13 @@ mod tests {
         idle: Duration,
     ) -> (Vec<String>, Vec<impl Sized>) {
         let (mut ids, mut transports) = (Vec::new(), Vec::new());
+        // One instant for all, so that the i-th is the i-th longest idle however slowly the
+        // sessions are created.
+        let now = Instant::now();
         for i in 0..n {
             let (id, transport) = owners.manager.create_session().await.expect("a session");
             transports.push(transport);
-            let seen = Instant::now().checked_sub(idle + Duration::from_millis(i as u64));
+            let seen = now.checked_sub(idle + Duration::from_millis(i as u64));
             let seen = seen.expect("the clock is past the idle time");
             let bound = Bound {
                 owner: who(p),
