@@ -275,3 +275,81 @@ async fn the_door_bounds_each_callers_rate_and_requests_in_flight() {
     assert_eq!(send("mallory-token", list()).await.unwrap().0, 200);
     drop(http);
 }
+
+/// One request on a new kept-alive connection as `token`: the connection (left open) and the
+/// status line and headers of its answer.
+fn kept_alive(addr: &str, token: &str, message: &Value) -> (std::net::TcpStream, String) {
+    use std::io::{Read, Write};
+    let body = message.to_string();
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Authorization: Bearer {token}\r\n",
+        body.len()
+    );
+    for (k, v) in crate::mcp_stateless::routing_headers(message) {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).unwrap();
+    sock.write_all(body.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        assert!(got.len() < 64 << 10, "an answer's head is small");
+        assert_eq!(sock.read(&mut byte).unwrap(), 1, "the head ends");
+        got.push(byte[0]);
+    }
+    (sock, String::from_utf8_lossy(&got).to_ascii_lowercase())
+}
+
+/// Each principal holds at most `connections_per_principal` open connections: a request on
+/// one more is answered 429 and its connection closed, another principal is served, and a
+/// closed connection frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_door_bounds_each_callers_open_connections() {
+    use crate::mcp_stateless::request;
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(config(dir.path()))
+        .unwrap()
+        .replace("[serve]\n", "[serve]\nconnections_per_principal = 2\n");
+    let cfg = dir.path().join("toolhost.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let http = tokio::task::spawn_blocking(move || crate::mcp_frames::Http::start(&cfg))
+        .await
+        .unwrap();
+    let addr = http.addr.clone();
+    tokio::task::spawn_blocking(move || {
+        let list = request(1, "tools/list", json!({}), json!({}));
+        let (a1, head) = kept_alive(&addr, "alice-token", &list);
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        let (_a2, head) = kept_alive(&addr, "alice-token", &list);
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        let (mut a3, head) = kept_alive(&addr, "alice-token", &list);
+        assert!(head.starts_with("http/1.1 429"), "{head}");
+        assert!(head.contains("connection: close"), "{head}");
+        assert!(head.contains("retry-after: 1"), "{head}");
+        let mut rest = Vec::new();
+        a3.read_to_end(&mut rest).expect("the server closes it");
+        let (_m1, head) = kept_alive(&addr, "mallory-token", &list);
+        assert!(head.starts_with("http/1.1 200"), "another caller: {head}");
+        drop(a1);
+        let mut tries = 0;
+        loop {
+            let (_a4, head) = kept_alive(&addr, "alice-token", &list);
+            if head.starts_with("http/1.1 200") {
+                break;
+            }
+            tries += 1;
+            assert!(tries < 250, "the closed connection's place never came back");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    })
+    .await
+    .unwrap();
+    drop(http);
+}

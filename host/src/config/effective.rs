@@ -111,6 +111,7 @@ impl Config {
                 "requests_per_second": self.serve.requests_per_second,
                 "request_burst": self.serve.request_burst,
                 "requests_in_flight": self.serve.requests_in_flight,
+                "connections_per_principal": self.serve.connections_per_principal,
                 "tokens": self.serve.tokens.iter().map(|t| json!({
                     "principal": t.principal,
                     "tenant": t.tenant,

@@ -11,6 +11,7 @@
 //! task_ttl_secs = 3600                # how long an MCP task is kept (default 3600)
 //! open_tasks_per_caller = 32          # open MCP tasks per principal and tenant (default 32)
 //! task_bytes_per_caller = 8388608     # their arguments together, in bytes (default 8 MiB)
+//! connections_per_principal = 64     # open HTTP connections per principal (default 64)
 //!
 //! [[serve.token]]
 //! sha256 = "9f86d0…"                  # hex SHA-256 of the bearer token, never the token
@@ -86,6 +87,11 @@ pub struct ServeConfig {
     /// ends); past it, 429. From 1 to 192; default 64.
     #[serde(default = "default_requests_in_flight")]
     pub requests_in_flight: usize,
+    /// HTTP connections one principal may hold open (charged to the principal of the first
+    /// request on each that passes authentication); a request on one more is answered 429 and
+    /// its connection closed. From 1 to 192; default 64.
+    #[serde(default = "default_connections_per_principal")]
+    pub connections_per_principal: usize,
 }
 
 /// The default per-principal request rate at the HTTP door: far above what an agent loop or a
@@ -97,6 +103,10 @@ fn default_requests_per_second() -> f64 {
 }
 
 fn default_requests_in_flight() -> usize {
+    64
+}
+
+fn default_connections_per_principal() -> usize {
     64
 }
 
@@ -140,6 +150,7 @@ impl Default for ServeConfig {
             requests_per_second: default_requests_per_second(),
             request_burst: None,
             requests_in_flight: default_requests_in_flight(),
+            connections_per_principal: default_connections_per_principal(),
         }
     }
 }
@@ -307,6 +318,12 @@ impl ServeConfig {
             problems.push(ConfigProblem::new(
                 "serve.requests_in_flight",
                 "must be from 1 to 192 (the host serves at most 192 authenticated requests at once)",
+            ));
+        }
+        if !(1..=192).contains(&self.connections_per_principal) {
+            problems.push(ConfigProblem::new(
+                "serve.connections_per_principal",
+                "must be from 1 to 192 (the host holds at most 192 authenticated connections at once)",
             ));
         }
         if let Some(o) = &self.oauth {

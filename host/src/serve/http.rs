@@ -2,7 +2,9 @@
 //!
 //! Before any MCP processing a request must pass, in order: the connection cap (at most
 //! [`super::pending::MAX_UNAUTHENTICATED`] of them not yet authenticated), the path (`/mcp`),
-//! when tokens are configured a bearer token whose hash is in the config (401 otherwise), and
+//! when tokens are configured a bearer token whose hash is in the config (401 otherwise), the
+//! caller's bounds at the door (`http/door.rs`: rate, requests in flight, and open connections,
+//! charged to the first principal a request on the connection authenticated as; 429), and
 //! the session's owner (`sessions.rs`: 404 for another identity's session, 400 for a
 //! handshake-era request outside a session, 429 past the session caps). A 2026-07-28 request
 //! has no session: it passes on to rmcp, which serves it statelessly (`stateless.rs`). GET
@@ -27,7 +29,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -40,10 +42,12 @@ use super::sessions::SessionOwners;
 use super::streams::{Bounded, StreamBudget};
 use super::ServeError;
 
+mod accept;
 mod auth;
 pub(super) mod door;
 mod ops;
 mod post;
+use accept::{accepted, is_resource_exhaustion, AcceptBackoff};
 pub use ops::{serve_ops, MAX_OPS_CONNECTIONS};
 use post::{checked, Kind};
 
@@ -139,6 +143,7 @@ pub async fn serve_http(
             config.requests_per_second,
             config.request_burst,
             config.requests_in_flight,
+            config.connections_per_principal,
         ),
         service,
         owners: SessionOwners::new(
@@ -178,8 +183,11 @@ pub async fn serve_http(
         };
         let gate = gate.clone();
         let stop = shutdown.clone();
-        let admission = Arc::new(pending.admit());
-        let evicted = admission.evicted();
+        let admission = Arc::new(Conn {
+            admission: pending.admit(),
+            charged: std::sync::OnceLock::new(),
+        });
+        let evicted = admission.admission.evicted();
         tokio::spawn(async move {
             let _permit = permit;
             let svc = hyper::service::service_fn(move |req| {
@@ -217,51 +225,11 @@ fn own_origins(bound: SocketAddr) -> Vec<String> {
         .collect()
 }
 
-/// An accepted connection made ready to serve: `TCP_NODELAY`, because a response is several
-/// writes (SSE headers, the event, the end of the chunked body) and with Nagle's algorithm each
-/// after the first waits for the client's delayed ACK — about 40 ms per request on a kept-alive
-/// connection.
-fn accepted(stream: TcpStream) -> std::io::Result<TcpStream> {
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
-
-/// Whether an accept error means the host is out of a resource (descriptors, kernel memory)
-/// rather than that one connection failed.
-fn is_resource_exhaustion(e: &std::io::Error) -> bool {
-    use rustix::io::Errno;
-    let Some(raw) = e.raw_os_error() else {
-        return false;
-    };
-    [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
-        .iter()
-        .any(|errno| errno.raw_os_error() == raw)
-}
-
-/// The first wait after an accept failed for want of resources.
-pub const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(5);
-/// The longest wait between accepts while resources stay exhausted.
-pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
-/// Waits between accepts while the host is out of descriptors: doubling from
-/// [`ACCEPT_BACKOFF_FIRST`] to [`ACCEPT_BACKOFF_MAX`], back to the first after an accept works.
-#[derive(Debug, Default)]
-struct AcceptBackoff {
-    failures: u32,
-}
-
-impl AcceptBackoff {
-    fn next_wait(&mut self) -> Duration {
-        let wait = ACCEPT_BACKOFF_FIRST
-            .saturating_mul(1 << self.failures.min(16))
-            .min(ACCEPT_BACKOFF_MAX);
-        self.failures = self.failures.saturating_add(1);
-        wait
-    }
-
-    fn reset(&mut self) {
-        self.failures = 0;
-    }
+/// One accepted connection: its place among the unauthenticated ones, then its charge to the
+/// first principal a request on it authenticated as.
+struct Conn {
+    admission: Admission,
+    charged: std::sync::OnceLock<door::Connection>,
 }
 
 /// Authentication and session ownership in front of the MCP service.
@@ -281,7 +249,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 type Body = BoxBody<Bytes, Infallible>;
 
 impl Gate {
-    async fn handle(&self, mut req: Request<Incoming>, admission: &Admission) -> Response<Body> {
+    async fn handle(&self, mut req: Request<Incoming>, conn: &Conn) -> Response<Body> {
         if let Some(r) = ops::answer(req.uri().path(), &self.runtime, false).await {
             return r;
         }
@@ -307,7 +275,16 @@ impl Gate {
                 Err(refused) => return self.unauthorized(token.is_some(), refused.as_ref()),
             }
         };
-        admission.authenticated();
+        conn.admission.authenticated();
+        if conn.charged.get().is_none() {
+            match self.door.connect(&identity.principal) {
+                Ok(charge) => {
+                    let _ = conn.charged.set(charge);
+                }
+                // Answered, then closed: the connection never holds a slot for this caller.
+                Err(refused) => return closing(auth::too_many(refused)),
+            }
+        }
         let pass = match self.door.enter(&identity.principal) {
             Ok(pass) => pass,
             Err(refused) => return auth::too_many(refused),
@@ -403,6 +380,15 @@ impl Gate {
     }
 }
 
+/// `response`, after which hyper closes the connection.
+fn closing(mut response: Response<Body>) -> Response<Body> {
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
 fn bearer(req: &Request<Incoming>) -> Option<&str> {
     let value = req
         .headers()
@@ -453,24 +439,6 @@ mod tests {
         assert!(own_origins("192.0.2.1:4242".parse().unwrap()).is_empty());
     }
 
-    /// Waits double from the first to the cap and start again after a success; only running
-    /// out of descriptors or memory counts as exhaustion.
-    #[test]
-    fn accept_backoff_doubles_to_its_cap() {
-        let mut b = AcceptBackoff::default();
-        let waits: Vec<Duration> = (0..10).map(|_| b.next_wait()).collect();
-        assert_eq!(waits[0], ACCEPT_BACKOFF_FIRST);
-        assert_eq!(waits[1], ACCEPT_BACKOFF_FIRST * 2);
-        assert!(waits.windows(2).all(|w| w[0] <= w[1]));
-        assert_eq!(waits[9], ACCEPT_BACKOFF_MAX);
-        b.reset();
-        assert_eq!(b.next_wait(), ACCEPT_BACKOFF_FIRST);
-        let emfile = std::io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
-        assert!(is_resource_exhaustion(&emfile));
-        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
-        assert!(!is_resource_exhaustion(&reset));
-    }
-
     /// A session outlives the longest call it may run, and is never shorter than the default.
     #[test]
     fn sessions_outlive_the_longest_call() {
@@ -483,17 +451,5 @@ mod tests {
             session_idle_lifetime(idle, Some(long)),
             long + SESSION_IDLE_MARGIN
         );
-    }
-
-    /// Every connection the listener hands to hyper has Nagle's algorithm off.
-    #[tokio::test]
-    async fn accepted_connections_have_nodelay() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let client = tokio::spawn(TcpStream::connect(addr));
-        let (stream, _) = listener.accept().await.unwrap();
-        assert!(!stream.nodelay().unwrap(), "the default is Nagle on");
-        assert!(accepted(stream).unwrap().nodelay().unwrap());
-        drop(client.await.unwrap().unwrap());
     }
 }

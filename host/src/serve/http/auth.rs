@@ -87,6 +87,9 @@ pub(super) fn too_many(refused: super::door::Refused) -> Response<Body> {
         super::door::Refused::InFlight => {
             "too many requests of this caller in flight; wait for one to end"
         }
+        super::door::Refused::Connections => {
+            "too many open connections of this caller; reuse or close one"
+        }
     };
     let mut r = plain(StatusCode::TOO_MANY_REQUESTS, text);
     r.headers_mut().insert(

@@ -1,7 +1,8 @@
 //! Per-caller limits at the HTTP door, checked right after authentication and before anything
-//! else is read or run: a request rate (a token bucket) and a bound on requests in flight, per
-//! principal. One caller's flood (calls, `tools/list`, `tasks/get` polls) costs it 429s and
-//! leaves every other caller's budget as it was.
+//! else is read or run: a request rate (a token bucket), a bound on requests in flight and a
+//! bound on open connections, per principal. One caller's flood (calls, `tools/list`,
+//! `tasks/get` polls, connections opened and left idle) costs it 429s and leaves every other
+//! caller's budget, and the host's connection slots, as they were.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -23,6 +24,8 @@ pub enum Refused {
     Rate,
     /// The caller has its most requests in flight.
     InFlight,
+    /// The caller has its most connections open.
+    Connections,
 }
 
 /// One caller's bucket and how many of its requests are in flight.
@@ -30,6 +33,7 @@ struct Caller {
     tokens: f64,
     last: Instant,
     in_flight: usize,
+    connections: usize,
 }
 
 /// The door's limits and what each caller has used of them.
@@ -38,19 +42,42 @@ pub struct Door {
     rate: f64,
     burst: f64,
     max_in_flight: usize,
+    max_connections: usize,
     callers: Mutex<HashMap<String, Caller>>,
 }
 
 impl Door {
-    /// `rate` requests per second with bursts of `burst` (default twice the rate), and
-    /// `max_in_flight` at once, for each principal.
-    pub fn new(rate: f64, burst: Option<u32>, max_in_flight: usize) -> Arc<Door> {
+    /// `rate` requests per second with bursts of `burst` (default twice the rate),
+    /// `max_in_flight` at once and `max_connections` open connections, for each principal.
+    pub fn new(
+        rate: f64,
+        burst: Option<u32>,
+        max_in_flight: usize,
+        max_connections: usize,
+    ) -> Arc<Door> {
         let burst = burst.map_or_else(|| (2.0 * rate).ceil(), f64::from);
         Arc::new(Door {
             rate,
             burst: burst.max(1.0),
             max_in_flight: max_in_flight.max(1),
+            max_connections: max_connections.max(1),
             callers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Charge one open connection to `principal` (the first principal a request on it
+    /// authenticated as), or refuse it past the caller's bound. The charge lasts until the
+    /// returned value is dropped (keep it as long as the connection).
+    pub fn connect(self: &Arc<Self>, principal: &str) -> Result<Connection, Refused> {
+        let mut callers = self.lock();
+        let c = self.caller(&mut callers, principal, Instant::now());
+        if c.connections >= self.max_connections {
+            return Err(Refused::Connections);
+        }
+        c.connections += 1;
+        Ok(Connection {
+            door: self.clone(),
+            principal: principal.to_string(),
         })
     }
 
@@ -72,15 +99,8 @@ impl Door {
     /// One more of `principal`'s requests in flight, taking from its rate when `rated`.
     fn admit(self: &Arc<Self>, principal: &str, rated: bool) -> Result<Pass, Refused> {
         let now = Instant::now();
-        let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
-        if callers.len() >= MAX_TRACKED_CALLERS && !callers.contains_key(principal) {
-            self.forget_idle(&mut callers, now);
-        }
-        let c = callers.entry(principal.to_string()).or_insert(Caller {
-            tokens: self.burst,
-            last: now,
-            in_flight: 0,
-        });
+        let mut callers = self.lock();
+        let c = self.caller(&mut callers, principal, now);
         if c.in_flight >= self.max_in_flight {
             return Err(Refused::InFlight);
         }
@@ -100,14 +120,51 @@ impl Door {
         })
     }
 
-    /// Drop callers with nothing in flight whose bucket has refilled (they lose nothing).
+    /// `principal`'s entry, made (with a full bucket) when it has none.
+    fn caller<'m>(
+        &self,
+        callers: &'m mut HashMap<String, Caller>,
+        principal: &str,
+        now: Instant,
+    ) -> &'m mut Caller {
+        if callers.len() >= MAX_TRACKED_CALLERS && !callers.contains_key(principal) {
+            self.forget_idle(callers, now);
+        }
+        callers.entry(principal.to_string()).or_insert(Caller {
+            tokens: self.burst,
+            last: now,
+            in_flight: 0,
+            connections: 0,
+        })
+    }
+
+    /// Drop callers with nothing in flight, no connection open and a refilled bucket (they
+    /// lose nothing).
     fn forget_idle(&self, callers: &mut HashMap<String, Caller>, now: Instant) {
         let (rate, burst) = (self.rate, self.burst);
         callers.retain(|_, c| {
             let elapsed = now.duration_since(c.last).as_secs_f64();
             let full = c.tokens + elapsed * rate >= burst;
-            c.in_flight > 0 || !full
+            c.in_flight > 0 || c.connections > 0 || !full
         });
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Caller>> {
+        self.callers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One open connection charged to a caller; dropping it frees the place.
+pub struct Connection {
+    door: Arc<Door>,
+    principal: String,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(c) = self.door.lock().get_mut(&self.principal) {
+            c.connections = c.connections.saturating_sub(1);
+        }
     }
 }
 
@@ -157,8 +214,7 @@ pub struct Pass {
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        let mut callers = self.door.callers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = callers.get_mut(&self.principal) {
+        if let Some(c) = self.door.lock().get_mut(&self.principal) {
             c.in_flight = c.in_flight.saturating_sub(1);
         }
     }
@@ -205,7 +261,7 @@ mod tests {
     /// pass held counts in flight until dropped.
     #[test]
     fn each_caller_has_its_own_budget() {
-        let door = Door::new(0.001, Some(3), 2);
+        let door = Door::new(0.001, Some(3), 2, 64);
         let a1 = door.enter("alice").unwrap();
         let a2 = door.enter("alice").unwrap();
         assert_eq!(door.enter("alice").err(), Some(Refused::InFlight));
@@ -219,7 +275,7 @@ mod tests {
         );
         // A task's hold counts in flight and takes no rate: with two in flight allowed, the
         // request that starts a task and the task fit, and the next request still enters.
-        let door = Door::new(0.001, Some(3), 2);
+        let door = Door::new(0.001, Some(3), 2, 64);
         let request = door.enter("carol").unwrap();
         let task = door.hold("carol").unwrap();
         assert_eq!(door.hold("carol").err(), Some(Refused::InFlight));
@@ -227,12 +283,39 @@ mod tests {
         let poll = door.enter("carol").unwrap();
         assert_eq!(door.enter("carol").err(), Some(Refused::InFlight));
         drop((poll, task));
-        let fast = Door::new(1e9, None, 1);
+        let fast = Door::new(1e9, None, 1, 64);
         let held = fast.enter("alice").unwrap();
         assert_eq!(fast.enter("alice").err(), Some(Refused::InFlight));
         drop(held);
         for _ in 0..1000 {
             drop(fast.enter("alice").unwrap());
         }
+    }
+
+    /// A caller's open connections are bounded, each dropped one frees a place, another
+    /// caller has its own, and a caller with a connection open is never forgotten.
+    #[test]
+    fn each_caller_has_its_own_connections() {
+        let door = Door::new(1.0, None, 4, 2);
+        let a1 = door.connect("alice").unwrap();
+        let a2 = door.connect("alice").unwrap();
+        assert_eq!(door.connect("alice").err(), Some(Refused::Connections));
+        let b = door.connect("bob").unwrap();
+        drop(a1);
+        let a3 = door.connect("alice").unwrap();
+        let mut callers = door.lock();
+        door.forget_idle(
+            &mut callers,
+            Instant::now() + std::time::Duration::from_secs(60),
+        );
+        assert_eq!(callers["alice"].connections, 2, "held connections are kept");
+        drop(callers);
+        drop((a2, a3, b));
+        let mut callers = door.lock();
+        door.forget_idle(
+            &mut callers,
+            Instant::now() + std::time::Duration::from_secs(60),
+        );
+        assert!(callers.is_empty(), "idle callers are forgotten");
     }
 }
