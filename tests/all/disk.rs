@@ -15,6 +15,8 @@ use crate::support::{guest, hostile_component, shared_cache, toml_path};
 
 const MIB: u64 = 1 << 20;
 const RESERVE: u64 = 16 * MIB;
+/// A write budget far past the tmpfs, so the reserve is what stops the filling call.
+const WRITES: u64 = 4096 * MIB;
 
 /// A tmpfs of `size_mib` mounted at a fresh directory, unmounted on drop.
 struct Tmpfs {
@@ -59,7 +61,7 @@ fn runtime_on(fs: &Tmpfs) -> (PathBuf, Runtime) {
     std::fs::write(
         &config,
         format!(
-            "data_dir = {data}\n\n[limits]\ndeadline_ms = 30_000\ndisk_reserve_bytes = {RESERVE}\n\n\
+            "data_dir = {data}\n\n[limits]\ndeadline_ms = 30_000\ndisk_reserve_bytes = {RESERVE}\nwrite_bytes = {WRITES}\n\n\
              [[component]]\npath = {template}\n\n{hostile}[component.tools.hoard]\n\
              fs = [{{ host = {hoard}, guest = \"/hoard\", mode = \"rw\" }}]\n",
             data = toml_path(&fs.path().join("data")),
@@ -133,4 +135,90 @@ async fn filling_the_disk_leaves_the_reserve() {
     }
     let exec = rt.execute(tool, &fill(2)).await;
     assert_eq!(exec.outcome.unwrap(), vec![Val::U64(2)]);
+}
+
+/// A runtime with the hostile `hoard` over a writable grant in a temporary directory, each
+/// call allowed to write `budget` bytes.
+fn runtime_with_budget(dir: &Path, budget: u64) -> (PathBuf, Runtime) {
+    let hoard = dir.join("hoard");
+    std::fs::create_dir(&hoard).unwrap();
+    let config = dir.join("toolhost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {data}\n\n[limits]\ndeadline_ms = 30_000\nwrite_bytes = {budget}\n\n\
+             [[component]]\npath = {template}\n\n{hostile}[component.tools.hoard]\n\
+             fs = [{{ host = {hoard}, guest = \"/hoard\", mode = \"rw\" }}]\n",
+            data = toml_path(&dir.join("data")),
+            template = toml_path(&guest("template")),
+            hostile = hostile_component(""),
+            hoard = toml_path(&hoard),
+        ),
+    )
+    .unwrap();
+    let mut loaded = toolhost::Config::load(&config).expect("config loads");
+    loaded.cache_dir = Some(shared_cache());
+    let rt = Runtime::from_loaded(&loaded, EpochMode::Ticker).expect("runtime");
+    (hoard, rt)
+}
+
+/// Bytes of the files in `dir` (their sizes, sparse or not) and how many entries it has.
+fn footprint(dir: &Path) -> (u64, usize) {
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let bytes = entries.iter().map(|e| e.metadata().unwrap().len()).sum();
+    (bytes, entries.len())
+}
+
+/// Every way a guest writes into its grant is charged to the call's write budget: appends
+/// through std, a file's output stream, `descriptor.write`, `set-size` growth and created
+/// entries. Each writer asking for 100 MiB (or 10,000 entries) is stopped
+/// `host_resources_exceeded` having written no more than its 8 MiB, the next call has a
+/// budget of its own, and the host serves other calls afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_writes_are_bounded_by_its_budget() {
+    const BUDGET: u64 = 8 * MIB;
+    let dir = tempfile::tempdir().unwrap();
+    let (hoard, rt) = runtime_with_budget(dir.path(), BUDGET);
+    let tool = rt.registry().get("hoard").unwrap();
+    let spent = Err(Fault::HostResourcesExceeded(HostBudgetError::Writes(
+        BUDGET,
+    )));
+    let take = |kind: &str, count: u32| [Val::Enum(kind.into()), Val::U32(count), Val::U32(0)];
+    for kind in ["disk", "disk-stream", "disk-direct", "disk-sparse"] {
+        let exec = rt.execute(tool, &take(kind, 100)).await;
+        assert_eq!(exec.outcome, spent, "{kind}");
+        let (bytes, _) = footprint(&hoard);
+        assert!(bytes <= BUDGET, "{kind}: {} MiB on disk", bytes / MIB);
+        assert!(bytes >= BUDGET / 2, "{kind}: {} MiB on disk", bytes / MIB);
+        for e in std::fs::read_dir(&hoard).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+    }
+    let exec = rt.execute(tool, &take("entries", 10_000)).await;
+    assert_eq!(exec.outcome, spent, "entries");
+    let (_, entries) = footprint(&hoard);
+    let most = (BUDGET / toolhost::sandbox::ENTRY_BYTES) as usize;
+    assert!(entries <= most && entries > most / 2, "{entries} entries");
+
+    // The next call has its own budget: 2 MiB fits.
+    let exec = rt.execute(tool, &take("disk-direct", 2)).await;
+    assert_eq!(exec.outcome.unwrap(), vec![Val::U64(2)]);
+
+    let ctx = rt.context("alice", "acme");
+    let call = |id: &str, name: &str, arguments| ToolCall {
+        call_id: id.into(),
+        name: name.into(),
+        arguments,
+    };
+    let args = json!({"kind": "disk-stream", "count": 100, "hold-ms": 0});
+    let r = rt.run_call(&ctx, &call("w", "hoard", args), None).await;
+    assert_eq!(r.status, Status::Failed, "{r:?}");
+    assert_eq!(r.code, Some(Code::HostResourcesExceeded), "{r:?}");
+    let r = rt
+        .run_call(&ctx, &call("g", "greet", json!({"name": "x"})), None)
+        .await;
+    assert_eq!(r.status, Status::Completed, "{r:?}");
 }

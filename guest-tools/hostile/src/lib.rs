@@ -158,6 +158,8 @@ struct Hoard {
         wasi::http::types::OutgoingRequest,
     )>,
     pollables: Vec<wasi::io::poll::Pollable>,
+    /// How many `disk-*` pieces and entries were made so far.
+    made: u64,
 }
 
 impl Hoard {
@@ -192,6 +194,16 @@ impl Hoard {
                     .and_then(|mut f| f.write_all(&piece))
                     .is_ok()
             }
+            HoardKind::DiskStream | HoardKind::DiskDirect | HoardKind::DiskSparse => {
+                let made = self.made;
+                self.made += 1;
+                write_piece(kind, dir, made).is_some()
+            }
+            HoardKind::Entries => {
+                let made = self.made;
+                self.made += 1;
+                dir.create_directory_at(&format!("e{made}")).is_ok()
+            }
             HoardKind::Pollables => {
                 let hour = 3_600_000_000_000;
                 self.pollables
@@ -200,6 +212,43 @@ impl Hoard {
             }
         }
     }
+}
+
+/// Write (or, for `disk-sparse`, add) the `n`th MiB of the file `kind` names in `dir`.
+fn write_piece(
+    kind: HoardKind,
+    dir: &wasi::filesystem::types::Descriptor,
+    n: u64,
+) -> Option<()> {
+    use wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+    const MIB: u64 = 1 << 20;
+    let name = match kind {
+        HoardKind::DiskStream => "stream.bin",
+        HoardKind::DiskDirect => "direct.bin",
+        _ => "sparse.bin",
+    };
+    let file = dir
+        .open_at(
+            PathFlags::empty(),
+            name,
+            OpenFlags::CREATE,
+            DescriptorFlags::READ | DescriptorFlags::WRITE,
+        )
+        .ok()?;
+    let piece = vec![b'w'; MIB as usize];
+    match kind {
+        HoardKind::DiskStream => {
+            let stream = file.write_via_stream(n * MIB).ok()?;
+            for chunk in piece.chunks(4096) {
+                stream.blocking_write_and_flush(chunk).ok()?;
+            }
+        }
+        HoardKind::DiskDirect => {
+            file.write(&piece, n * MIB).ok()?;
+        }
+        _ => file.set_size((n + 1) * MIB).ok()?,
+    }
+    Some(())
 }
 
 /// An outgoing request that is never sent, with as much written into its body as it takes

@@ -17,6 +17,7 @@ fn limits(l: &Limits) -> Value {
         "table_elements": l.table_elements,
         "output_bytes": l.output_bytes,
         "disk_reserve_bytes": l.disk_reserve_bytes,
+        "write_bytes": l.write_bytes,
     })
 }
 

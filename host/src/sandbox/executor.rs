@@ -127,7 +127,7 @@ impl Sandbox {
                 context: call_context(caller, limits),
                 secrets: secrets.clone(),
             },
-            budget: HostBudget::default(),
+            budget: HostBudget::new(limits.write_bytes),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -263,7 +263,7 @@ impl Sandbox {
                 ),
                 secrets: CallSecrets::default(),
             },
-            budget: HostBudget::default(),
+            budget: HostBudget::new(u64::MAX),
         };
         let mut store = Store::new(&self.engine, state);
         store.set_fuel(u64::MAX)?;

@@ -25,6 +25,7 @@ use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{ErrorCode, HostDescriptor};
 use wasmtime_wasi::p2::ReaddirIterator;
 
+use super::write_budget::WriteBudget;
 use super::CallState;
 
 /// The most host resources (table entries) one call may hold at once. Each holds at most one
@@ -62,16 +63,29 @@ pub enum HostBudgetError {
     Listings(u64),
     #[error("a file system the call may write to has less than its reserve of {0} bytes free")]
     Disk(u64),
+    #[error("the call wrote more than its budget of {0} bytes into its writable grants")]
+    Writes(u64),
 }
 
-/// The host budget of one call: the listings it holds, by table entry.
-#[derive(Debug, Default)]
+/// The host budget of one call: the listings it holds, by table entry, and what it may still
+/// write.
+#[derive(Debug)]
 pub struct HostBudget {
     /// Live listing streams (by table index) and what each was charged.
     listings: HashMap<u32, u64>,
+    /// What is left of the call's write budget (`write_budget.rs`).
+    pub(super) writes: WriteBudget,
 }
 
 impl HostBudget {
+    /// A budget that lets the call write `write_bytes` into its writable grants.
+    pub fn new(write_bytes: u64) -> HostBudget {
+        HostBudget {
+            listings: HashMap::new(),
+            writes: WriteBudget::new(write_bytes),
+        }
+    }
+
     /// Forget listings whose streams the guest dropped (their table entry is gone or reused).
     fn prune(&mut self, table: &mut wasmtime::component::ResourceTable) {
         self.listings.retain(|rep, _| {

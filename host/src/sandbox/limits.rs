@@ -22,6 +22,10 @@ pub const DEFAULT_OUTPUT_BYTES: u64 = 1 << 20;
 /// the ledger, the logs and every other caller sharing the disk.
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 << 20;
 
+/// Default bytes a call may write into its writable grants: 64 MiB, far more than a tool's
+/// answer to one step needs, a quarter of the disk reserve.
+pub const DEFAULT_WRITE_BYTES: u64 = 64 << 20;
+
 /// Hard caps no configuration may exceed: they bound what one call can take from the host.
 pub const MAX_FUEL: u64 = 1_000_000_000_000;
 /// One hour: longer calls belong in a job system, not an agent step.
@@ -32,6 +36,8 @@ pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
 pub const MAX_TABLE_ELEMENTS: u64 = 1_000_000;
 /// 64 MiB of captured output per call is already far more than a model can read.
 pub const MAX_OUTPUT_BYTES: u64 = 64 << 20;
+/// 1 TiB: past it a call is a bulk job, not a tool call.
+pub const MAX_WRITE_BYTES: u64 = 1 << 40;
 
 /// The limits one call runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +55,9 @@ pub struct Limits {
     /// Free space, bytes, a call with writable grants must leave on each of their file
     /// systems: it does not start below it, and is stopped when it writes past it.
     pub disk_reserve_bytes: u64,
+    /// Bytes a call may write into its writable grants (each created entry counts as
+    /// [`super::ENTRY_BYTES`]); past it the call is stopped, `host_resources_exceeded`.
+    pub write_bytes: u64,
 }
 
 impl Default for Limits {
@@ -60,6 +69,7 @@ impl Default for Limits {
             table_elements: DEFAULT_TABLE_ELEMENTS,
             output_bytes: DEFAULT_OUTPUT_BYTES,
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
+            write_bytes: DEFAULT_WRITE_BYTES,
         }
     }
 }
@@ -74,6 +84,7 @@ impl Limits {
             table_elements,
             output_bytes,
             disk_reserve_bytes,
+            write_bytes,
         } = *o;
         Limits {
             fuel: fuel.unwrap_or(self.fuel),
@@ -82,6 +93,7 @@ impl Limits {
             table_elements: table_elements.unwrap_or(self.table_elements),
             output_bytes: output_bytes.unwrap_or(self.output_bytes),
             disk_reserve_bytes: disk_reserve_bytes.unwrap_or(self.disk_reserve_bytes),
+            write_bytes: write_bytes.unwrap_or(self.write_bytes),
         }
     }
 }
@@ -96,6 +108,7 @@ pub struct LimitsOverride {
     pub table_elements: Option<u64>,
     pub output_bytes: Option<u64>,
     pub disk_reserve_bytes: Option<u64>,
+    pub write_bytes: Option<u64>,
 }
 
 impl LimitsOverride {
@@ -115,6 +128,7 @@ impl LimitsOverride {
         check("table_elements", self.table_elements, 1, MAX_TABLE_ELEMENTS);
         check("output_bytes", self.output_bytes, 1, MAX_OUTPUT_BYTES);
         check("disk_reserve_bytes", self.disk_reserve_bytes, 0, u64::MAX);
+        check("write_bytes", self.write_bytes, 0, MAX_WRITE_BYTES);
     }
 }
 

@@ -17,6 +17,7 @@ mod limits;
 mod network;
 mod redact;
 mod secrets;
+mod write_budget;
 
 use wasmtime::component::{Component, HasData, InstancePre, Linker, ResourceTable};
 use wasmtime::Engine;
@@ -48,6 +49,7 @@ pub use secrets::{
 };
 /// wasmtime's trap kinds, as [`Fault::Trap`] carries them.
 pub use wasmtime::Trap;
+pub use write_budget::ENTRY_BYTES;
 
 /// A fault of the host side of the sandbox (not of a guest).
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +132,7 @@ impl Sandbox {
         let mut base = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut base).map_err(link)?;
         host_budget::charge_listings(&mut base).map_err(link)?;
+        write_budget::charge_writes(&mut base).map_err(link)?;
         host_api::add_to_linker::<CallState, HostData>(&mut base, |s| &mut s.host).map_err(link)?;
         let mut with_http = base.clone();
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut with_http).map_err(link)?;
