@@ -301,3 +301,55 @@ async fn an_agent_run_serves_its_model_metrics() {
         assert_eq!(n, 5.0, "{kind}");
     }
 }
+
+/// `/readyz` follows a ledger that really fails: a server on a PostgreSQL schema answers 200,
+/// and once the schema is dropped under it (every read then fails in the database) 503 on
+/// both listeners, the operator's saying it is the ledger; `/healthz` still answers 200.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_readyz_is_503_once_the_ledger_fails() {
+    let schema = crate::multi_host::Schema::new();
+    let (_dir, cfg) = temp_config(&format!(
+        "data_dir = {}\n{}[[component]]\npath = {}\n",
+        own_data(),
+        schema.ledger_section(),
+        toml_path(&guest("template"))
+    ));
+    let server = start(&cfg);
+    assert_eq!(http_get(&server.ops, "/readyz").0, 200);
+    let url = schema.url.clone();
+    let name = schema.name.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+                .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
+                .await
+                .unwrap();
+        })
+    })
+    .join()
+    .unwrap();
+    // A probe's answer is kept for a second: wait past it, bounded.
+    let until = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let (status, _, body) = http_get(&server.ops, "/readyz");
+        if status == 503 {
+            break body;
+        }
+        assert!(Instant::now() < until, "still ready: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let why: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(why, json!({"ledger": false, "tools": 1}));
+    let (status, _, body) = http_get(&server.mcp, "/readyz");
+    assert_eq!((status, body.as_str()), (503, r#"{"ready":false}"#));
+    assert_eq!(http_get(&server.mcp, "/healthz").0, 200);
+}
