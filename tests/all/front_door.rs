@@ -28,28 +28,75 @@ fn initialize() -> Vec<u8> {
     .unwrap()
 }
 
-/// A server whose descriptors are all taken by idle connections (descriptor limit 128, 160
-/// connections) uses under a fifth of a core while the rest wait in the backlog (the listener
-/// backs off on `EMFILE`; it spun at about 60% before), and answers again once they close.
+/// Descriptors the process holds now (an inherited one past the limit counts too, so a
+/// process at its limit may show one more).
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// A new connection that sends one 2026-07-28 request and is left open without reading: once
+/// the server has answered it, it is authenticated, so never evicted to make room.
+fn authenticated_idle(addr: &str) -> TcpStream {
+    use std::io::Write;
+    let message = crate::mcp_stateless::request(1, "tools/list", json!({}), json!({}));
+    let body = message.to_string();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in crate::mcp_stateless::routing_headers(&message) {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut sock = TcpStream::connect(addr).unwrap();
+    sock.write_all(head.as_bytes()).unwrap();
+    sock.write_all(body.as_bytes()).unwrap();
+    sock
+}
+
+/// A server whose descriptors are all taken by authenticated idle connections (descriptor
+/// limit 128, 160 connections; none is evicted, so accept really fails with `EMFILE`, shown by
+/// the server holding all 128 throughout) uses under a fifth of a core while the rest wait in
+/// the backlog (the listener backs off; it spun at about 60% before), and answers again once
+/// they close.
 #[test]
 fn an_accept_loop_out_of_descriptors_backs_off() {
+    const LIMIT: u32 = 128;
     let (_dir, config) = template_config();
-    let http = Http::start_limited(&config, Some(128));
+    let text = std::fs::read_to_string(&config).unwrap();
+    // Room for every connection in the caller's own bounds: only the descriptors run out.
+    let serve = "[serve]\nconnections_per_principal = 192\nrequest_burst = 400\n";
+    std::fs::write(&config, format!("{text}{serve}")).unwrap();
+    let http = Http::start_limited(&config, Some(LIMIT));
     let pid = http.server.child.id();
     let (status, _, _) = http.post(&initialize(), None);
     assert_eq!(status, 200);
 
-    let idle: Vec<TcpStream> = (0..160)
-        .map(|_| TcpStream::connect(&http.addr).unwrap())
-        .collect();
+    let idle: Vec<TcpStream> = (0..160).map(|_| authenticated_idle(&http.addr)).collect();
     // Let the server take what it can and reach the state where accept fails.
-    std::thread::sleep(Duration::from_millis(500));
+    let until = Instant::now() + Duration::from_secs(5);
+    while open_fds(pid) < LIMIT as usize {
+        assert!(
+            Instant::now() < until,
+            "the server holds {} descriptors of {LIMIT}: accept never failed",
+            open_fds(pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let before = cpu_ticks(pid);
     std::thread::sleep(Duration::from_secs(2));
     let used = cpu_ticks(pid) - before;
     assert!(
         used < 40,
         "{used} ticks of CPU in 2 s with its descriptors exhausted"
+    );
+    let held = open_fds(pid);
+    assert!(
+        held >= LIMIT as usize,
+        "{held} descriptors: no longer exhausted"
     );
 
     drop(idle);
