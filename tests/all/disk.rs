@@ -54,17 +54,19 @@ impl Drop for Tmpfs {
     }
 }
 
-fn runtime_on(fs: &Tmpfs) -> (PathBuf, Runtime) {
-    let hoard = fs.path().join("hoard");
+/// A runtime in `dir` with the hostile `hoard` over a writable grant there, under these
+/// `[limits]` lines.
+fn runtime_in(dir: &Path, limits: &str) -> (PathBuf, Runtime) {
+    let hoard = dir.join("hoard");
     std::fs::create_dir(&hoard).unwrap();
-    let config = fs.path().join("toolhost.toml");
+    let config = dir.join("toolhost.toml");
     std::fs::write(
         &config,
         format!(
-            "data_dir = {data}\n\n[limits]\ndeadline_ms = 30_000\ndisk_reserve_bytes = {RESERVE}\nwrite_bytes = {WRITES}\n\n\
+            "data_dir = {data}\n\n[limits]\ndeadline_ms = 30_000\n{limits}\n\
              [[component]]\npath = {template}\n\n{hostile}[component.tools.hoard]\n\
              fs = [{{ host = {hoard}, guest = \"/hoard\", mode = \"rw\" }}]\n",
-            data = toml_path(&fs.path().join("data")),
+            data = toml_path(&dir.join("data")),
             template = toml_path(&guest("template")),
             hostile = hostile_component(""),
             hoard = toml_path(&hoard),
@@ -75,6 +77,11 @@ fn runtime_on(fs: &Tmpfs) -> (PathBuf, Runtime) {
     loaded.cache_dir = Some(shared_cache());
     let rt = Runtime::from_loaded(&loaded, EpochMode::Ticker).expect("runtime");
     (hoard, rt)
+}
+
+fn runtime_on(fs: &Tmpfs) -> (PathBuf, Runtime) {
+    let limits = format!("disk_reserve_bytes = {RESERVE}\nwrite_bytes = {WRITES}\n");
+    runtime_in(fs.path(), &limits)
 }
 
 fn fill(count: u32) -> [Val; 3] {
@@ -137,31 +144,6 @@ async fn filling_the_disk_leaves_the_reserve() {
     assert_eq!(exec.outcome.unwrap(), vec![Val::U64(2)]);
 }
 
-/// A runtime with the hostile `hoard` over a writable grant in a temporary directory, each
-/// call allowed to write `budget` bytes.
-fn runtime_with_budget(dir: &Path, budget: u64) -> (PathBuf, Runtime) {
-    let hoard = dir.join("hoard");
-    std::fs::create_dir(&hoard).unwrap();
-    let config = dir.join("toolhost.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {data}\n\n[limits]\ndeadline_ms = 30_000\nwrite_bytes = {budget}\n\n\
-             [[component]]\npath = {template}\n\n{hostile}[component.tools.hoard]\n\
-             fs = [{{ host = {hoard}, guest = \"/hoard\", mode = \"rw\" }}]\n",
-            data = toml_path(&dir.join("data")),
-            template = toml_path(&guest("template")),
-            hostile = hostile_component(""),
-            hoard = toml_path(&hoard),
-        ),
-    )
-    .unwrap();
-    let mut loaded = toolhost::Config::load(&config).expect("config loads");
-    loaded.cache_dir = Some(shared_cache());
-    let rt = Runtime::from_loaded(&loaded, EpochMode::Ticker).expect("runtime");
-    (hoard, rt)
-}
-
 /// Bytes of the files in `dir` (their sizes, sparse or not) and how many entries it has.
 fn footprint(dir: &Path) -> (u64, usize) {
     let entries: Vec<_> = std::fs::read_dir(dir)
@@ -181,7 +163,7 @@ fn footprint(dir: &Path) -> (u64, usize) {
 async fn a_calls_writes_are_bounded_by_its_budget() {
     const BUDGET: u64 = 8 * MIB;
     let dir = tempfile::tempdir().unwrap();
-    let (hoard, rt) = runtime_with_budget(dir.path(), BUDGET);
+    let (hoard, rt) = runtime_in(dir.path(), &format!("write_bytes = {BUDGET}\n"));
     let tool = rt.registry().get("hoard").unwrap();
     let spent = Err(Fault::HostResourcesExceeded(HostBudgetError::Writes(
         BUDGET,
