@@ -8,24 +8,37 @@ use super::tests::{ledger, TestSchema};
 use crate::contract::{Budgets, Status, ToolResult};
 use crate::ledger::{Admission, Budget, Ledger, LedgerError, TokenSpend};
 
-/// Spending a token judges its expiry by the database's clock, whatever the host's: a token
-/// 10 s past it is not spent (a host whose clock is 30 s behind would still think it valid).
+/// Spending a token judges its expiry by the database's clock, whatever the host's: with the
+/// database's clock set an hour ahead of the host's, a token the host holds valid for another
+/// minute is expired; set an hour behind, a token 10 s past by the host's clock is spent.
 #[test]
 #[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
 fn pg_tokens_expire_by_the_database_clock() {
     let db = TestSchema::new();
     let a = ledger(&db);
-    let now = std::time::SystemTime::now()
+    let skew = |ms: i64| {
+        db.query(&format!(
+            "CREATE OR REPLACE FUNCTION toolhost_now_ms() RETURNS BIGINT LANGUAGE SQL VOLATILE AS \
+             $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT + ({ms}) $$"
+        ));
+    };
+    let host_now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
+    skew(3_600_000);
     assert_eq!(
-        a.consume_token("late", now - 10).unwrap(),
+        a.consume_token("ahead", host_now + 60).unwrap(),
         TokenSpend::Expired
     );
+    skew(-3_600_000);
     assert_eq!(
-        a.consume_token("late", now + 60).unwrap(),
+        a.consume_token("behind", host_now - 10).unwrap(),
         TokenSpend::Spent
+    );
+    assert_eq!(
+        a.consume_token("behind", host_now - 10).unwrap(),
+        TokenSpend::AlreadySpent
     );
 }
 

@@ -11,7 +11,7 @@
 use tokio_postgres::Client;
 
 use super::super::LedgerError;
-use super::task_schema::{SCHEMA_V7, SCHEMA_V8};
+use super::task_schema::{SCHEMA_V7, SCHEMA_V8, SCHEMA_V9};
 
 const SCHEMA_V1: &str = r#"
 CREATE TABLE calls (
@@ -401,6 +401,7 @@ $$;
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8,
+    SCHEMA_V9,
 ];
 
 /// The schema version this build writes.

@@ -1,5 +1,5 @@
-//! The PostgreSQL schema of tasks (`ledger/tasks.rs`): versions 7 and 8 of the migrations
-//! `schema.rs` applies.
+//! The PostgreSQL schema of tasks (`ledger/tasks.rs`) and of the database's clock: versions 7
+//! to 9 of the migrations `schema.rs` applies.
 
 /// Version 7: tasks, as SQLite's version 5 (`ledger/tasks.rs`).
 pub(super) const SCHEMA_V7: &str = r#"
@@ -64,5 +64,14 @@ BEGIN
     END IF;
     RETURN 'created';
 END
+$$;
+"#;
+
+/// Version 9: the database's clock as one function, `toolhost_now_ms()` (unix milliseconds),
+/// which every judgement of time across hosts reads (leases, rates, token expiry, tasks), so
+/// that all of them follow one clock and a test can set it apart from the host's.
+pub(super) const SCHEMA_V9: &str = r#"
+CREATE OR REPLACE FUNCTION toolhost_now_ms() RETURNS BIGINT LANGUAGE SQL VOLATILE AS $$
+    SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT
 $$;
 "#;

@@ -1,5 +1,5 @@
 //! Spent approval tokens on PostgreSQL: spent once across hosts, and only while unexpired by
-//! the database's clock (one clock for every host).
+//! the database's clock (`toolhost_now_ms()`, one clock for every host).
 
 use super::super::{now_ms, LedgerError, TokenSpend};
 use super::store::PgStore;
@@ -17,7 +17,7 @@ impl PgStore {
             let c = c.get().await?;
             let row = c
                 .query_one(
-                    "WITH live AS (SELECT $2::BIGINT > floor(extract(epoch FROM now()))::BIGINT AS ok),
+                    "WITH live AS (SELECT $2::BIGINT > toolhost_now_ms() / 1000 AS ok),
                           ins AS (INSERT INTO used_tokens (token_id, expires_at_unix, used_at_ms)
                                   SELECT $1, $2, $3 FROM live WHERE live.ok
                                   ON CONFLICT (token_id) DO NOTHING RETURNING 1)
