@@ -36,10 +36,11 @@ fn open_fds(pid: u32) -> usize {
         .count()
 }
 
-/// A new connection that sends one 2026-07-28 request and is left open without reading: once
-/// the server has answered it, it is authenticated, so never evicted to make room.
-fn authenticated_idle(addr: &str) -> TcpStream {
-    use std::io::Write;
+/// A new connection that sends one 2026-07-28 request and waits up to `wait` for its answer's
+/// head: the connection (left open, its body unread) and whether it was answered. An answered
+/// connection is authenticated, so never evicted to make room.
+fn authenticated_idle(addr: &str, wait: Duration) -> (TcpStream, bool) {
+    use std::io::{Read, Write};
     let message = crate::mcp_stateless::request(1, "tools/list", json!({}), json!({}));
     let body = message.to_string();
     let mut head = format!(
@@ -54,12 +55,22 @@ fn authenticated_idle(addr: &str) -> TcpStream {
     let mut sock = TcpStream::connect(addr).unwrap();
     sock.write_all(head.as_bytes()).unwrap();
     sock.write_all(body.as_bytes()).unwrap();
-    sock
+    sock.set_read_timeout(Some(wait)).unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") && got.len() < 64 << 10 {
+        match sock.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            _ => return (sock, false),
+        }
+    }
+    (sock, got.starts_with(b"HTTP/1.1 200"))
 }
 
 /// A server whose descriptors are all taken by authenticated idle connections (descriptor
-/// limit 128, 160 connections; none is evicted, so accept really fails with `EMFILE`, shown by
-/// the server holding all 128 throughout) uses under a fifth of a core while the rest wait in
+/// limit 128; opened one at a time until the server holds all 128, none evicted) while 32 more
+/// wait in the backlog, so every accept fails with `EMFILE`, and still holds them after the
+/// CPU window, uses under a fifth of a core while the rest wait in
 /// the backlog (the listener backs off; it spun at about 60% before), and answers again once
 /// they close.
 #[test]
@@ -75,17 +86,21 @@ fn an_accept_loop_out_of_descriptors_backs_off() {
     let (status, _, _) = http.post(&initialize(), None);
     assert_eq!(status, 200);
 
-    let idle: Vec<TcpStream> = (0..160).map(|_| authenticated_idle(&http.addr)).collect();
-    // Let the server take what it can and reach the state where accept fails.
-    let until = Instant::now() + Duration::from_secs(5);
+    // One at a time, each answered before the next, so none waits unauthenticated (and none is
+    // evicted); a connection left unanswered waits in the backlog because accept failed.
+    let mut idle = Vec::new();
     while open_fds(pid) < LIMIT as usize {
         assert!(
-            Instant::now() < until,
-            "the server holds {} descriptors of {LIMIT}: accept never failed",
+            idle.len() < 200,
+            "the server holds {} descriptors of {LIMIT} after 200 connections",
             open_fds(pid)
         );
-        std::thread::sleep(Duration::from_millis(20));
+        let (sock, _) = authenticated_idle(&http.addr, Duration::from_secs(2));
+        idle.push(sock);
     }
+    // More wait in the backlog: the listener is readable and every accept fails.
+    idle.extend((0..32).map(|_| TcpStream::connect(&http.addr).unwrap()));
+    std::thread::sleep(Duration::from_millis(300));
     let before = cpu_ticks(pid);
     std::thread::sleep(Duration::from_secs(2));
     let used = cpu_ticks(pid) - before;
