@@ -23,7 +23,7 @@ use wasmtime::component::{Linker, Resource, ResourceTableError};
 use wasmtime::StoreContextMut;
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{ErrorCode, HostDescriptor};
-use wasmtime_wasi::p2::ReaddirIterator;
+use wasmtime_wasi::p2::{FsError, ReaddirIterator};
 
 use super::write_budget::WriteBudget;
 use super::CallState;
@@ -115,16 +115,27 @@ pub fn is_table_full(e: &wasmtime::Error) -> bool {
 /// before wasmtime-wasi reads it.
 pub(super) fn charge_listings(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    linker
-        .instance("wasi:filesystem/types@0.2.12")?
-        .func_wrap_async(
-            "[method]descriptor.read-directory",
-            |mut store: StoreContextMut<'_, CallState>, (fd,): (Resource<Descriptor>,)| {
-                Box::new(async move { read_directory(&mut store, fd).await })
-            },
-        )?;
+    linker.instance(FILESYSTEM_TYPES)?.func_wrap_async(
+        "[method]descriptor.read-directory",
+        |mut store: StoreContextMut<'_, CallState>, (fd,): (Resource<Descriptor>,)| {
+            Box::new(async move { read_directory(&mut store, fd).await })
+        },
+    )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// The `wasi:filesystem` interface whose functions the sandbox shadows (here and in
+/// `write_budget.rs`).
+pub(super) const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
+
+/// What a shadowed `wasi:filesystem` function returns for wasmtime-wasi's result: its error
+/// code for the guest, or its trap.
+pub(super) fn answer<T>(r: Result<T, FsError>) -> wasmtime::Result<(Result<T, ErrorCode>,)> {
+    match r {
+        Ok(v) => Ok((Ok(v),)),
+        Err(e) => Ok((Err(e.downcast()?),)),
+    }
 }
 
 type Listing = Result<Resource<ReaddirIterator>, ErrorCode>;
@@ -155,13 +166,10 @@ async fn read_directory(
         };
     }
     let state = store.data_mut();
-    match HostDescriptor::read_directory(&mut state.filesystem(), fd).await {
-        Ok(stream) => {
-            state.budget.listings.insert(stream.rep(), cost);
-            Ok((Ok(stream),))
-        }
-        Err(e) => Ok((Err(e.downcast()?),)),
-    }
+    let listed = HostDescriptor::read_directory(&mut state.filesystem(), fd).await;
+    answer(listed.inspect(|stream| {
+        state.budget.listings.insert(stream.rep(), cost);
+    }))
 }
 
 /// What listing `dir` costs the host, or `None` once it passes `room` (counting stops there).

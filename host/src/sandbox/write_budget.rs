@@ -23,7 +23,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
-use super::host_budget::HostBudgetError;
+use super::host_budget::{answer, HostBudgetError, FILESYSTEM_TYPES};
 use super::CallState;
 
 /// What creating one directory entry (file, directory, link) is charged: one file-system block,
@@ -110,17 +110,7 @@ impl OutputStream for Charged {
     }
 }
 
-const TYPES: &str = "wasi:filesystem/types@0.2.12";
-
 type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
-
-/// The answer of a wasmtime-wasi call: its error code for the guest, or its trap.
-fn answer<T>(r: Result<T, wasmtime_wasi::p2::FsError>) -> Answer<T> {
-    match r {
-        Ok(v) => Ok((Ok(v),)),
-        Err(e) => Ok((Err(e.downcast()?),)),
-    }
-}
 
 /// Charge `bytes` to the call of `store`, or trap.
 fn charge(store: &mut StoreContextMut<'_, CallState>, bytes: u64) -> wasmtime::Result<()> {
@@ -136,7 +126,7 @@ fn charge(store: &mut StoreContextMut<'_, CallState>, bytes: u64) -> wasmtime::R
 /// write budget first.
 pub(super) fn charge_writes(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    let mut types = linker.instance(TYPES)?;
+    let mut types = linker.instance(FILESYSTEM_TYPES)?;
     types.func_wrap_async(
         "[method]descriptor.write",
         |mut store: StoreContextMut<'_, CallState>,
