@@ -57,8 +57,8 @@ setup-haproxy:
 inspect: build setup-mcp
     bash tests/mcp/inspect/run.sh
 
-# The official MCP conformance suite against `toolhost serve --http` (expected-failures.yml
-# lists the scenarios that do not apply to a tools-only server; docs/mcp.md says why).
+# The official MCP conformance suite against `toolhost serve --http` (expected-failures*.yml
+# list the checks that do not apply to a tools-only server; docs/mcp.md says why).
 conformance: build setup-mcp
     bash tests/mcp/conformance/run.sh
 
