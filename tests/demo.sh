@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# `just demo`: a few real calls and a few hostile ones through the real binary, as a table.
+# `just demo`: a few real calls and a few hostile ones through the real binary, as a table, then
+# a scripted agent session. Each row says what it should end as; a row that ends otherwise is
+# marked `<- expected …` and the demo exits 1 (`demo::the_demo_tells_its_story` runs it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bin=target/debug/toolhost
+bin="${TOOLHOST:-target/debug/toolhost}"
 adv=tests/fixtures/adversarial.toml
 mkdir -p workspace
 
@@ -12,32 +14,69 @@ server=$!
 trap 'kill $server 2>/dev/null' EXIT
 for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/8765) 2>/dev/null && break; sleep 0.1; done
 
-row() { # config tool args
-    local start end json
+unexpected=0
+# Print `got` (status and code of a call's JSON result); mark it and count it when it is not
+# `want` ("completed -", "failed CODE").
+ends_as() { # want json
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+want, raw = sys.argv[1], sys.argv[2]
+try:
+    r = json.loads(raw)
+    got = f"{r['status']} {r.get('code') or '-'}"
+except (ValueError, KeyError):
+    got = "no result"
+sys.exit(0 if got == want else 1)
+PY
+}
+
+row() { # config tool args want
+    local start end json mark=""
     start=$(date +%s%N)
     json=$("$bin" call --config "$1" "$2" "$3" 2>/dev/null)
     end=$(date +%s%N)
-    python3 - "$2" "$json" "$(( (end - start) / 1000000 ))" <<'PY'
+    ends_as "$4" "$json" || { mark=" <- expected $4"; unexpected=$((unexpected + 1)); }
+    python3 - "$2" "$json" "$(( (end - start) / 1000000 ))" "$mark" <<'PY'
 import json, sys
-tool, raw, ms = sys.argv[1], sys.argv[2], sys.argv[3]
-r = json.loads(raw)
+tool, raw, ms, mark = sys.argv[1:5]
+try:
+    r = json.loads(raw)
+except ValueError:
+    r = {"status": "no result"}
 u = r.get("usage", {})
-print(f"| {tool:<20} | {r['status']:<9} | {r.get('code') or '-':<17} | {u.get('fuel_consumed', 0):>13,} | {u.get('wall_ms', 0):>7} | {ms:>8} |")
+print(f"| {tool:<20} | {r['status']:<9} | {r.get('code') or '-':<17} | {u.get('fuel_consumed', 0):>13,} | {u.get('wall_ms', 0):>7} | {ms:>8} |{mark}")
 PY
 }
 
 echo "| tool                 | status    | code              |          fuel | wall ms | total ms |"
 echo "|----------------------|-----------|-------------------|---------------|---------|----------|"
-row toolhost.toml convert_length '{"value": 42, "from": "mile", "to": "kilometre"}'
-row toolhost.toml sha256 '{"text": "hello"}'
-row toolhost.toml write_text '{"path": "demo.txt", "content": "written by the demo"}'
-row toolhost.toml read_text '{"path": "demo.txt"}'
-row toolhost.toml http_get '{"url": "http://127.0.0.1:8765/inside.txt"}'
-row toolhost.toml http_get '{"url": "http://127.0.0.1:9/"}'
-row toolhost.toml greet '{"name": "demo"}'
-for t in spin spin_deadline sleep_forever balloon flood_stdout huge_result huge_list deep_recursion panic escape_fs write_readonly exfiltrate read_env log_spam; do
-    row "$adv" "$t" '{}'
-done
+row toolhost.toml convert_length '{"value": 42, "from": "mile", "to": "kilometre"}' 'completed -'
+row toolhost.toml sha256 '{"text": "hello"}' 'completed -'
+row toolhost.toml write_text '{"path": "demo.txt", "content": "written by the demo"}' 'completed -'
+row toolhost.toml read_text '{"path": "demo.txt"}' 'completed -'
+row toolhost.toml http_get '{"url": "http://127.0.0.1:8765/inside.txt"}' 'completed -'
+row toolhost.toml http_get '{"url": "http://127.0.0.1:9/"}' 'failed tool_error'
+row toolhost.toml greet '{"name": "demo"}' 'completed -'
+# Each hostile guest and what contains it (escape_fs, exfiltrate and read_env complete: they
+# report their attempts, each denied; write_readonly reports its denial as its own error).
+while read -r t want; do
+    row "$adv" "$t" '{}' "$want"
+done <<'ROWS'
+spin failed fuel_exhausted
+spin_deadline failed deadline_exceeded
+sleep_forever failed deadline_exceeded
+balloon failed memory_exceeded
+flood_stdout failed output_too_large
+huge_result failed output_too_large
+huge_list failed output_too_large
+deep_recursion failed guest_trap
+panic failed guest_trap
+escape_fs completed -
+write_readonly failed tool_error
+exfiltrate completed -
+read_env completed -
+log_spam completed -
+ROWS
 echo
 echo "total ms includes process start and component load (compile cache in .toolhost/cache)."
 
@@ -47,24 +86,37 @@ run="demo-$(date +%s)"
 last=""
 echo
 echo "== a scripted agent session (tests/fixtures/session.toml), run $run"
-step() { # label principal call-id tool args [token]
-    local out
-    out=$("$bin" call --config "$s" --principal "$2" --run-id "$run" --call-id "$3" ${6:+--approval-token "$6"} "$4" "$5" 2>/dev/null)
+step() { # label want principal call-id tool args [token]
+    local out mark=""
+    out=$("$bin" call --config "$s" --principal "$3" --run-id "$run" --call-id "$4" ${7:+--approval-token "$7"} "$5" "$6" 2>/dev/null)
+    ends_as "$2" "$out" || { mark=" <- expected $2"; unexpected=$((unexpected + 1)); }
     printf '%-34s ' "$1"
-    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(r["status"], r.get("code") or "", "|", r.get("output", r["message"]))' "$out"
+    python3 -c 'import json,sys
+try:
+    r = json.loads(sys.argv[1]); print(r["status"], r.get("code") or "", "|", r.get("output", r.get("message")), end="")
+except (ValueError, KeyError):
+    print("no result", end="")
+print(sys.argv[2])' "$out" "$mark"
     last=$out
 }
-step "valid call" agent c1 greet '{"name": "agent"}'
-step "invalid arguments" agent c2 greet '{"name": 42}'
-step "unauthorized principal" intruder c3 greet '{"name": "x"}'
-step "destructive tool, no approval" agent c4 write_text '{"path": "session.txt", "content": "approved"}'
-handle=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["approval"]["handle"])' "$last")
-token=$("$bin" approve --config "$s" "$handle" 2>/dev/null)
-echo "  (a human ran: toolhost approve ${handle:0:16}…)"
-step "resubmitted with the token" agent c5 write_text '{"path": "session.txt", "content": "approved"}' "$token"
-step "the token again" agent c6 write_text '{"path": "session.txt", "content": "approved"}' "$token"
-step "duplicate id, other arguments" agent c1 greet '{"name": "someone else"}'
-step "same id, same arguments: replay" agent c1 greet '{"name": "agent"}'
-step "hostile guest" agent c7 spin '{}'
+step "valid call" "completed -" agent c1 greet '{"name": "agent"}'
+step "invalid arguments" "failed invalid_arguments" agent c2 greet '{"name": 42}'
+step "unauthorized principal" "failed unknown_tool" intruder c3 greet '{"name": "x"}'
+step "destructive tool, no approval" "failed approval_required" agent c4 write_text '{"path": "session.txt", "content": "approved"}'
+handle=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["approval"]["handle"])' "$last" 2>/dev/null)
+# The human sees the call and answers yes; the ledger keeps no content, so the arguments are
+# given again and checked against the handle.
+token=$("$bin" approve --config "$s" --arguments '{"path": "session.txt", "content": "approved"}' \
+    --yes "$handle" 2>/dev/null)
+echo "  (a human ran: toolhost approve --arguments '{…}' --yes ${handle:0:16}…)"
+step "resubmitted with the token" "completed -" agent c5 write_text '{"path": "session.txt", "content": "approved"}' "$token"
+step "the token again" "failed approval_reused" agent c6 write_text '{"path": "session.txt", "content": "approved"}' "$token"
+step "duplicate id, other arguments" "failed duplicate_call_id" agent c1 greet '{"name": "someone else"}'
+step "same id, same arguments: replay" "completed -" agent c1 greet '{"name": "agent"}'
+step "hostile guest" "failed fuel_exhausted" agent c7 spin '{}'
 echo
-echo "the ledger of this run: target/debug/toolhost ledger --config $s --run $run"
+echo "the ledger of this run: $bin ledger --config $s --run $run"
+if [ "$unexpected" -gt 0 ]; then
+    echo "$unexpected row(s) ended other than expected (marked <- above)" >&2
+    exit 1
+fi

@@ -17,6 +17,7 @@ mod call_context;
 mod certs;
 mod cli;
 mod config_ui;
+mod demo;
 mod disk;
 mod duplicates;
 mod durability;
