@@ -580,11 +580,15 @@ fn http_serves_stateless_requests_per_caller() {
         &[
             ("MCP-Protocol-Version", MODERN),
             ("Mcp-Method", "tools/list"),
+            ("Mcp-Name", "greet"),
         ],
         &lie,
     );
     assert_eq!(status, 400, "{body}");
-    assert!(body.contains("Mcp-Method"), "{body}");
+    assert!(
+        body.contains("Mcp-Method header `tools/list` does not match"),
+        "{body}"
+    );
 
     let args = json!({"path": "/workspace/a.txt", "content": "alice"});
     let (_, asked) = modern(addr, ALICE, &call(5, "write_text", args.clone(), "w1"));

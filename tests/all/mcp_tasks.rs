@@ -222,6 +222,82 @@ fn a_task_is_polled_to_its_end_and_cancelled_on_one_host() {
     assert_eq!(greet["result"]["isError"], false, "{greet}");
 }
 
+/// `message` to `server` as alice with exactly `headers` (and her token): status and body.
+fn post_with(server: &HttpServer, headers: &[(&str, &str)], message: &Value) -> (u16, String) {
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let mut all = vec![("Authorization".to_string(), format!("Bearer {ALICE}"))];
+    all.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let (status, _, body) = http_post(addr, &all, message).expect("an HTTP answer");
+    (status, body)
+}
+
+/// `tasks/get`, `tasks/update` and `tasks/cancel` are served without an `Mcp-Name` header (the
+/// official Python SDK sends none there), and refused `-32020` with one that names another
+/// task; a `tools/call` without any routing header is one 400 that names all three.
+#[test]
+fn task_requests_need_no_name_header_but_a_wrong_one_is_refused() {
+    let (_dir, cfg) = config("");
+    let host = http_serve(&cfg);
+    let task = start(&host, "slow_compute", json!({"seconds": 120, "label": "n"}));
+    let version = ("MCP-Protocol-Version", MODERN);
+    for (id, method) in [(20, "tasks/get"), (21, "tasks/update")] {
+        let mut params = json!({"taskId": task});
+        if method == "tasks/update" {
+            params["inputResponses"] = json!({});
+        }
+        let message = request(id, method, params, true);
+        let (status, body) = post_with(&host, &[version, ("Mcp-Method", method)], &message);
+        let got = answer(&body, &json!(id));
+        assert_ne!(
+            got["error"]["code"], -32020,
+            "{method} without Mcp-Name: {body}"
+        );
+        assert_eq!(status, 200, "{method}: {body}");
+        let (status, body) = post_with(
+            &host,
+            &[version, ("Mcp-Method", method), ("Mcp-Name", "task-other")],
+            &message,
+        );
+        assert_eq!(status, 400, "{method} with another task's name: {body}");
+        assert_eq!(answer(&body, &json!(id))["error"]["code"], -32020, "{body}");
+    }
+    let got = answer(
+        &post_with(
+            &host,
+            &[version, ("Mcp-Method", "tasks/get")],
+            &request(22, "tasks/get", json!({"taskId": task}), true),
+        )
+        .1,
+        &json!(22),
+    );
+    assert_eq!(got["result"]["status"], "working", "{got}");
+    let (status, body) = post_with(
+        &host,
+        &[version, ("Mcp-Method", "tasks/cancel")],
+        &request(23, "tasks/cancel", json!({"taskId": task}), true),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        answer(&body, &json!(23))["result"]["resultType"],
+        "complete",
+        "{body}"
+    );
+
+    let params = json!({"name": "greet", "arguments": {"name": "x"}});
+    let (status, body) = post_with(&host, &[], &request(24, "tools/call", params, false));
+    assert_eq!(status, 400, "{body}");
+    let error = &answer(&body, &json!(24))["error"];
+    assert_eq!(error["code"], -32020, "{body}");
+    assert_eq!(
+        error["data"]["missing"],
+        json!(["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"]),
+        "{body}"
+    );
+}
+
 /// A task counts as one of its caller's requests in flight until its call ends: with two
 /// allowed, alice runs one task and still polls it, her second is refused `rate_limited`, and
 /// mallory's call is untouched; a call the pipeline would refuse (invalid arguments) is no

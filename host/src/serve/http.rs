@@ -47,6 +47,7 @@ mod auth;
 pub(super) mod door;
 mod ops;
 mod post;
+mod routing;
 use accept::{accepted, is_resource_exhaustion, AcceptBackoff};
 pub use ops::{serve_ops, MAX_OPS_CONNECTIONS};
 use post::{checked, Kind};

@@ -94,6 +94,11 @@ pub(super) async fn checked(req: Request<Incoming>) -> Result<Checked, Response<
             } else {
                 Kind::InSession
             };
+            if kind == Kind::Stateless {
+                if let Some(answer) = super::routing::complete(&mut parts, &message) {
+                    return Err(answer);
+                }
+            }
             let tool = match *message {
                 ClientJsonRpcMessage::Request(ref r) => match &r.request {
                     ClientRequest::CallToolRequest(c) => Some(c.params.name.to_string()),
