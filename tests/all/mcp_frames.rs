@@ -40,6 +40,11 @@ pub(crate) struct Serve {
 
 impl Serve {
     pub(crate) fn start(config: &Path) -> Serve {
+        Serve::start_declaring(config, json!({}))
+    }
+
+    /// [`Serve::start`] with these client `capabilities` in the `initialize`.
+    pub(crate) fn start_declaring(config: &Path, capabilities: Value) -> Serve {
         let mut child = crate::support::serve_stdio(config);
         let mut s = Serve {
             stdin: child.stdin.take().unwrap(),
@@ -50,7 +55,7 @@ impl Serve {
         };
         s.frame(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
+                "protocolVersion": "2025-11-25", "capabilities": capabilities,
                 "clientInfo": {"name": "frames", "version": "0"}}})
             .to_string()
             .as_bytes(),

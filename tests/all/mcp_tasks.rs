@@ -298,6 +298,41 @@ fn task_requests_need_no_name_header_but_a_wrong_one_is_refused() {
     );
 }
 
+/// A handshake-era session that declares the tasks extension (the Inspector does, by default)
+/// never gets a 2026-07-28 task result: an `optional` task tool answers in the request, with
+/// its structured content; a `required` one is refused `-32600`, naming the revision it needs.
+#[test]
+fn a_handshake_session_never_gets_a_task_result() {
+    let (_dir, cfg) = config("");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "[component.tools.confirm-delete]",
+        "[component.tools.failing-job]\ntask = \"required\"\n[component.tools.confirm-delete]",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let caps = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let mut session = crate::mcp_frames::Serve::start_declaring(&cfg, caps);
+    let call = |id: u64, tool: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": arguments}})
+        .to_string()
+    };
+    session.frame(call(1, "slow_compute", json!({"seconds": 0, "label": "s"})).as_bytes());
+    let (_, inline) = session.until_answer(&json!(1));
+    let result = &inline["result"];
+    assert!(result.get("resultType").is_none(), "{inline}");
+    assert!(result.get("taskId").is_none(), "{inline}");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"result": "computed s in 0 s"}),
+        "{inline}"
+    );
+    session.frame(call(2, "failing_job", json!({})).as_bytes());
+    let (_, refused) = session.until_answer(&json!(2));
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("2026-07-28"), "{refused}");
+}
+
 /// A task counts as one of its caller's requests in flight until its call ends: with two
 /// allowed, alice runs one task and still polls it, her second is refused `rate_limited`, and
 /// mallory's call is untouched; a call the pipeline would refuse (invalid arguments) is no

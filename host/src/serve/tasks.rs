@@ -50,24 +50,37 @@ pub const POLL_INTERVAL_MS: u64 = 500;
 /// How long a task is kept after it is created, unless `[serve] task_ttl_secs` says otherwise.
 pub const DEFAULT_TASK_TTL_SECS: u64 = 3_600;
 
-/// Whether a call of `tool` runs as a task: the tool's `task` setting and whether the request
-/// declared the extension. A `required` tool is refused (`-32021`) to a client that did not.
+/// Whether a call of `tool` runs as a task: the tool's `task` setting, whether the request
+/// declared the extension, and its era. A `required` tool is refused (`-32021`) to a client
+/// that did not declare it. The extension is 2026-07-28's: a handshake-era session (`stateless`
+/// false) never gets a task result, whatever it declared — an `optional` tool runs in the
+/// request, a `required` one is refused (`-32600`, naming the revision it needs).
 pub fn as_task(
     runtime: &Runtime,
     ctx: &RunContext,
     tool: &str,
     cx: &RequestContext<RoleServer>,
+    stateless: bool,
 ) -> Result<bool, ErrorData> {
     // A tool hidden from the caller is no task: the call answers as for no tool.
     let mode = runtime
         .visible_tool(&ctx.principal, &ctx.tenant, tool)
         .map(|t| t.task);
     let declared = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
-    match (mode, declared) {
-        (Some(TaskMode::Required), false) => Err(ErrorData::missing_required_client_capability(
-            ClientCapabilities::builder().enable_tasks().build(),
+    match (mode, declared, stateless) {
+        (Some(TaskMode::Required), _, false) => Err(ErrorData::invalid_request(
+            format!(
+                "the tool {tool:?} runs only as a task, which needs MCP 2026-07-28 with the \
+                 io.modelcontextprotocol/tasks extension; this session speaks an earlier revision"
+            ),
+            None,
         )),
-        (Some(TaskMode::Optional | TaskMode::Required), true) => Ok(true),
+        (Some(TaskMode::Required), false, true) => {
+            Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ))
+        }
+        (Some(TaskMode::Optional | TaskMode::Required), true, true) => Ok(true),
         _ => Ok(false),
     }
 }

@@ -91,9 +91,12 @@ impl Session {
             let r = ToolResult::failed(&refused, Code::InvalidArguments, message, Usage::default());
             return Ok(call_result(&runtime.refuse(&ctx, &refused, r).await, wrap).into());
         }
-        // A tool configured to run as a task: a handle at once for a client that declared the
-        // tasks extension (`tasks.rs`); one that did not is refused a `required` one.
-        if resumed.is_none() && crate::serve::tasks::as_task(&runtime, &ctx, &call.name, &cx)? {
+        // A tool configured to run as a task: a handle at once for a 2026-07-28 client that
+        // declared the tasks extension (`tasks.rs`); one that did not is refused a `required`
+        // one, and a handshake-era session gets no task.
+        if resumed.is_none()
+            && crate::serve::tasks::as_task(&runtime, &ctx, &call.name, &cx, stateless)?
+        {
             let how = (approval_token(&request, &cx), stateless, admitted(&cx));
             let created = self
                 .shared
