@@ -185,6 +185,10 @@ fn a_killed_write_is_reconciled_by_an_operator_and_replays_that() {
     let waiting = list.json();
     assert_eq!(waiting.as_array().map(Vec::len), Some(1), "{waiting}");
     assert_eq!(waiting[0]["call_id"], json!("c1"));
+    // `--config` may come after the subcommand too, as on every other command.
+    let after = toolhost(&["reconcile", "list", "--config", cfg]);
+    assert_eq!(after.status, 0, "{}", after.stderr);
+    assert_eq!(after.json(), waiting);
 
     let record = |output: &str| {
         toolhost(&[

@@ -170,3 +170,41 @@ fn the_default_is_quiet_and_a_bad_filter_is_refused() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// With `--log-format json`, what the command itself says on stderr is JSON too: a config that
+/// cannot be read, a filter that does not parse, a session that cannot start (each one JSON
+/// object, level `ERROR`, target `toolhost`, the text in `fields.message`).
+#[test]
+fn json_logs_hold_only_json() {
+    let (_dir, cfg) = temp_config(&format!(
+        "data_dir = {}\n[[component]]\npath = {}\n",
+        own_data(),
+        toml_path(&guest("template"))
+    ));
+    let config = cfg.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["call", "--config", "no-such.toml", "greet", "{}"],
+            "cannot read config no-such.toml",
+        ),
+        (
+            vec!["--log-level", "toolhost=loud", "tools", "--config", config],
+            "is not a log filter",
+        ),
+        (
+            vec!["serve", "--config", config],
+            "the MCP session could not start",
+        ),
+    ] {
+        let mut all = vec!["--log-format", "json"];
+        all.extend(&args);
+        let out = toolhost(&all);
+        assert_ne!(out.status, 0, "{args:?}");
+        let lines = json_lines(&out.stderr);
+        assert_eq!(lines.len(), 1, "{args:?}: {}", out.stderr);
+        assert_eq!(lines[0]["level"], "ERROR", "{args:?}");
+        assert_eq!(lines[0]["target"], "toolhost", "{args:?}");
+        let message = lines[0]["fields"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{args:?}: {message}");
+    }
+}

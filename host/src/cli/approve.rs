@@ -23,7 +23,10 @@ pub(super) fn approve(rt: &Runtime, handle: &str, arguments: Option<&str>, yes: 
     let given = match arguments.map(serde_json::from_str::<Value>).transpose() {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("toolhost: --arguments is not JSON: {e}");
+            crate::telemetry::say(
+                tracing::Level::ERROR,
+                format!("--arguments is not JSON: {e}"),
+            );
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -31,9 +34,9 @@ pub(super) fn approve(rt: &Runtime, handle: &str, arguments: Option<&str>, yes: 
         Ok(found) => found,
         Err(e) => return usage_error(&e),
     };
-    eprintln!("{}", question(&record, &arguments, handle));
+    crate::telemetry::show(question(&record, &arguments, handle));
     if !yes && !confirmed() {
-        eprintln!("toolhost: not approved");
+        crate::telemetry::say(tracing::Level::ERROR, "not approved");
         return ExitCode::from(EXIT_NOT_COMPLETED);
     }
     match rt.mint_approval(handle) {

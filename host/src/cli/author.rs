@@ -29,12 +29,15 @@ pub(super) fn embed_wit(component: &Path, wit: &Path) -> ExitCode {
         let _ = std::fs::remove_file(&temp);
         return usage_message(format!("cannot write {}: {e}", component.display()));
     }
-    eprintln!(
-        "toolhost: {}: embedded {} ({} described function{})",
-        component.display(),
-        wit.display(),
-        docs.described(),
-        if docs.described() == 1 { "" } else { "s" }
+    crate::telemetry::say(
+        tracing::Level::INFO,
+        format!(
+            "{}: embedded {} ({} described function{})",
+            component.display(),
+            wit.display(),
+            docs.described(),
+            if docs.described() == 1 { "" } else { "s" }
+        ),
     );
     ExitCode::SUCCESS
 }

@@ -162,7 +162,10 @@ pub(super) async fn run(command: Command) -> ExitCode {
             {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("toolhost: {}: {e}", file.display());
+                    crate::telemetry::say(
+                        tracing::Level::ERROR,
+                        format!("{}: {e}", file.display()),
+                    );
                     return ExitCode::from(EXIT_USAGE);
                 }
             };
@@ -243,7 +246,7 @@ fn print_definitions(reg: &Registry) -> ExitCode {
 
 pub(super) fn warn(reg: &Registry) {
     for w in &reg.warnings {
-        eprintln!("toolhost: warning: {w}");
+        crate::telemetry::say(tracing::Level::WARN, w);
     }
 }
 
@@ -254,6 +257,6 @@ pub(super) fn usage_error(e: &dyn std::error::Error) -> ExitCode {
 
 /// A bad command line or input file, said in one message: exit 2.
 pub(super) fn usage_message(what: impl std::fmt::Display) -> ExitCode {
-    eprintln!("toolhost: {what}");
+    crate::telemetry::say(tracing::Level::ERROR, what);
     ExitCode::from(EXIT_USAGE)
 }

@@ -56,7 +56,10 @@ pub(super) async fn serve(
                 on_signal.cancel();
             });
             let r = crate::serve::serve_http(shared.clone(), &config.serve, addr, stop, |a| {
-                eprintln!("toolhost: serving MCP on http://{a}/mcp");
+                crate::telemetry::say(
+                    tracing::Level::INFO,
+                    format!("serving MCP on http://{a}/mcp"),
+                );
             })
             .await;
             shared.drain().await;
@@ -86,7 +89,10 @@ async fn start_ops(
     let ops = tokio::spawn(ops);
     match bound_rx.await {
         Ok(a) => {
-            eprintln!("toolhost: serving metrics on http://{a}/metrics");
+            crate::telemetry::say(
+                tracing::Level::INFO,
+                format!("serving metrics on http://{a}/metrics"),
+            );
             Ok(Some(stop.drop_guard()))
         }
         Err(_) => Err(match ops.await {
@@ -100,13 +106,16 @@ async fn start_ops(
 /// host its reserve.
 fn warn_descriptors(plan: crate::sandbox::DescriptorPlan) {
     if !plan.reserve_holds {
-        eprintln!(
-            "toolhost: warning: the descriptor limit ({}) leaves each call only {} host handles \
+        crate::telemetry::say(
+            tracing::Level::WARN,
+            format!(
+                "the descriptor limit ({}) leaves each call only {} host handles \
              and cannot keep {} descriptors for the host when every call slot is busy; raise \
              `ulimit -n` (the hard limit) or lower run.max_concurrent_calls",
-            plan.soft_limit,
-            plan.handles_per_call,
-            crate::sandbox::HOST_RESERVED_FDS
+                plan.soft_limit,
+                plan.handles_per_call,
+                crate::sandbox::HOST_RESERVED_FDS
+            ),
         );
     }
 }
@@ -145,7 +154,7 @@ pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentA
     if !problems.is_empty() {
         for p in problems {
             let flag = p.key.trim_start_matches("agent.").replace('_', "-");
-            eprintln!("toolhost: --{flag}: {}", p.message);
+            crate::telemetry::say(tracing::Level::ERROR, format!("--{flag}: {}", p.message));
         }
         return ExitCode::from(EXIT_USAGE);
     }
@@ -154,7 +163,10 @@ pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentA
         Some(var) => match std::env::var(var) {
             Ok(k) if !k.is_empty() => Some(k),
             _ => {
-                eprintln!("toolhost: the environment variable {var} (--api-key-env) is not set");
+                crate::telemetry::say(
+                    tracing::Level::ERROR,
+                    format!("the environment variable {var} (--api-key-env) is not set"),
+                );
                 return ExitCode::from(EXIT_USAGE);
             }
         },
@@ -168,7 +180,7 @@ pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentA
         (None, Some(file)) => match read_messages(file) {
             Ok(m) => m,
             Err(e) => {
-                eprintln!("toolhost: {}: {e}", file.display());
+                crate::telemetry::say(tracing::Level::ERROR, format!("{}: {e}", file.display()));
                 return ExitCode::from(EXIT_USAGE);
             }
         },
@@ -185,7 +197,10 @@ pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentA
     };
     if let Some(t) = &args.terminal_tool {
         if rt.registry().get(t).is_none() {
-            eprintln!("toolhost: --terminal-tool {t:?} is not a configured tool");
+            crate::telemetry::say(
+                tracing::Level::ERROR,
+                format!("--terminal-tool {t:?} is not a configured tool"),
+            );
             return ExitCode::from(EXIT_USAGE);
         }
     }
@@ -202,7 +217,10 @@ pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentA
     let timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
     ctx.approver = match &args.approve_with {
         Some(cmd) if cmd.trim().is_empty() => {
-            eprintln!("toolhost: --approve-with is empty; give a command");
+            crate::telemetry::say(
+                tracing::Level::ERROR,
+                "--approve-with is empty; give a command",
+            );
             return ExitCode::from(EXIT_USAGE);
         }
         Some(cmd) => {
@@ -222,15 +240,14 @@ pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentA
         }
     });
     let summary = agent::run_agent(&rt, &provider, &args.model, messages, &guards, ctx).await;
-    eprintln!(
-        "toolhost: run {} stopped by {} after {} step(s), {} model request(s), tool calls {:?}, tokens {}",
+    crate::telemetry::say(tracing::Level::INFO, format!("run {} stopped by {} after {} step(s), {} model request(s), tool calls {:?}, tokens {}",
         summary.run_id,
         summary.stopped_by,
         summary.steps,
         summary.model_requests,
         summary.tool_calls,
         summary.tokens.total
-    );
+    ));
     out!(
         "{}",
         serde_json::to_string_pretty(&summary).expect("a summary serializes")

@@ -259,11 +259,12 @@ pub struct AgentArgs {
 #[derive(clap::Args)]
 pub struct Source {
     /// The config file.
-    #[arg(long, default_value = "toolhost.toml")]
+    // Global: a command with subcommands (`reconcile list`) takes it after them too.
+    #[arg(long, global = true, default_value = "toolhost.toml")]
     config: PathBuf,
     /// Run this one component instead of a config: nothing granted, the default limits, its
     /// ledger and compile cache in `.toolhost` beside it.
-    #[arg(long, conflicts_with = "config", value_name = "FILE")]
+    #[arg(long, global = true, conflicts_with = "config", value_name = "FILE")]
     component: Option<PathBuf>,
 }
 
@@ -298,7 +299,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let installed =
         crate::telemetry::install(cli.log_format, cli.log_level.as_deref(), endpoint.as_ref());
     if let Err(e) = installed {
-        eprintln!("toolhost: {e}");
+        crate::telemetry::say(tracing::Level::ERROR, e);
         return ExitCode::from(EXIT_USAGE);
     }
     let command = cli.command;
@@ -308,7 +309,10 @@ pub fn run(cli: Cli) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("toolhost: cannot start the async runtime: {e}");
+            crate::telemetry::say(
+                tracing::Level::ERROR,
+                format!("cannot start the async runtime: {e}"),
+            );
             return ExitCode::FAILURE;
         }
     };

@@ -155,7 +155,7 @@ fn verdict_of(
 /// A refused reconciliation: 1 when the ledger's record forbids it (never admitted, not
 /// `outcome_unknown`, already reconciled), 2 when what was given is wrong.
 fn refused(e: &ReconcileError) -> ExitCode {
-    eprintln!("toolhost: {}", crate::contract::error_chain(e));
+    crate::telemetry::say(tracing::Level::ERROR, crate::contract::error_chain(e));
     match e {
         ReconcileError::Ledger(
             LedgerError::UnknownCall { .. }

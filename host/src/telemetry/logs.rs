@@ -73,6 +73,7 @@ pub fn install(
     level: Option<&str>,
     otlp: Option<&Endpoint>,
 ) -> Result<(), TelemetryError> {
+    super::say::choose(format);
     let env = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty());

@@ -35,6 +35,7 @@ mod metrics;
 mod metrics_otlp;
 mod otlp;
 mod propagation;
+mod say;
 
 pub use logs::{install, LogFormat, TelemetryError, DEFAULT_FILTER};
 pub use metrics::{
@@ -43,6 +44,7 @@ pub use metrics::{
 };
 pub use otlp::{shutdown, Endpoint, TelemetryConfig};
 pub use propagation::{continue_trace, traceparent, MAX_TRACE_HEADER_BYTES};
+pub use say::{say, show};
 
 /// The target of guest log lines: a filter can name it (`toolhost::guest=debug`).
 pub const GUEST_TARGET: &str = "toolhost::guest";
