@@ -18,11 +18,29 @@ fn run_in(dir: &Path, cmd: &str, extra_env: &[(&str, &Path)]) -> String {
         bin.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    run_with(dir, cmd, extra_env, &path, Some(bin))
+}
+
+/// Run `cmd` in `dir` with the machine's PATH only and no `$TOOLHOST`: toolhost is reachable
+/// only by the path `cmd` names. Returns stdout.
+fn run_without_toolhost(dir: &Path, cmd: &str, extra_env: &[(&str, &Path)]) -> String {
+    let path = std::env::var("PATH").unwrap_or_default();
+    run_with(dir, cmd, extra_env, &path, None)
+}
+
+fn run_with(
+    dir: &Path,
+    cmd: &str,
+    extra_env: &[(&str, &Path)],
+    path: &str,
+    toolhost: Option<&Path>,
+) -> String {
     let mut c = Command::new("sh");
-    c.args(["-c", cmd])
-        .current_dir(dir)
-        .env("PATH", path)
-        .env("TOOLHOST", bin);
+    c.args(["-c", cmd]).current_dir(dir).env("PATH", path);
+    match toolhost {
+        Some(bin) => c.env("TOOLHOST", bin),
+        None => c.env_remove("TOOLHOST"),
+    };
     for (k, v) in extra_env {
         c.env(k, v);
     }
@@ -37,22 +55,35 @@ fn run_in(dir: &Path, cmd: &str, extra_env: &[(&str, &Path)]) -> String {
     stdout
 }
 
-/// `toolhost new NAME --lang LANG` → `sh build.sh` → `toolhost call --component NAME.wasm …`
-/// completes with the template's answer and its description, and the project's test passes.
+/// `/path/to/toolhost new NAME --lang LANG` → `sh build.sh` (toolhost on neither the PATH nor
+/// `$TOOLHOST`: the scripts find the binary that wrote them, and the build leaves the component
+/// compiled in the cache its calls read) → `toolhost call --component NAME.wasm …` completes
+/// with the template's answer and its description, and the project's test passes.
 fn three_commands(lang: &str, extra_env: &[(&str, &Path)]) {
     let dir = tempfile::tempdir().unwrap();
     assert!(
         !dir.path().starts_with(repo()),
         "the project must be outside the repository"
     );
-    let printed = run_in(
+    let printed = run_without_toolhost(
         dir.path(),
-        &format!("toolhost new greet --lang {lang}"),
+        &format!(
+            "'{}' new greet --lang {lang}",
+            env!("CARGO_BIN_EXE_toolhost")
+        ),
         &[],
     );
     assert!(printed.contains("sh build.sh"), "{printed}");
     let project = dir.path().join("greet");
-    run_in(&project, "sh build.sh", extra_env);
+    run_without_toolhost(&project, "sh build.sh", extra_env);
+    let cache = project.join(".toolhost/cache");
+    let cached = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert!(
+        cached > 0,
+        "{lang}: nothing compiled in {}",
+        cache.display()
+    );
+    run_without_toolhost(&project, "sh test.sh", &[]);
     let out = run_in(
         &project,
         r#"toolhost call --component greet.wasm greet '{"name":"Ada"}'"#,

@@ -117,7 +117,7 @@ impl Lang {
                 "`src/lib.rs`",
                 "`wit_bindgen::generate!` turns the WIT into a `Guest` trait; a `#[link_section]` \
                  static embeds the WIT, docs included, in the component.",
-                "`rustup` (build.sh adds the `wasm32-wasip2` target)",
+                "`rustup` (build.sh adds the `wasm32-wasip2` target) and `toolhost`",
             ],
             Lang::Python => [
                 "Python",
@@ -125,7 +125,7 @@ impl Lang {
                 "componentize-py generates the `wit_world` module from the WIT; the build then \
                  embeds the WIT with `toolhost embed-wit`, because componentize-py drops its docs.",
                 "`python3` (build.sh installs componentize-py 0.25.1 into `.venv`) and `toolhost` \
-                 on the PATH (or in `$TOOLHOST`)",
+                 (`$TOOLHOST`, else the PATH's, else the binary that wrote the project)",
             ],
             Lang::Js => [
                 "JavaScript",
@@ -134,7 +134,8 @@ impl Lang {
                  `wasi:http` imports the engine adds (see build.sh) and embeds the WIT with \
                  `toolhost embed-wit`, because componentize-js drops its docs.",
                 "Node.js 18 or later (build.sh runs `npm install`; componentize-js 0.23.0) and \
-                 `toolhost` on the PATH (or in `$TOOLHOST`)",
+                 `toolhost` (`$TOOLHOST`, else the PATH's, else the binary that wrote the \
+                 project)",
             ],
         }
     }
@@ -165,11 +166,27 @@ pub fn check_name(name: &str, lang: Lang) -> Result<(), String> {
     Ok(())
 }
 
+/// `text` as one shell word: single-quoted, each `'` in it written `'\''`.
+fn shell_word(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The binary that writes the project, as the word its scripts fall back to when `toolhost` is
+/// neither in `$TOOLHOST` nor on the PATH (`./target/release/toolhost new …` works as written).
+fn this_binary() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.to_str().map(shell_word))
+        .unwrap_or_else(|| "toolhost".to_string())
+}
+
 /// The project's files: (path in the project, contents).
 pub fn project_files(name: &str, lang: Lang) -> Vec<(&'static str, String)> {
     let [language, source, notes, needs] = lang.readme();
+    let toolhost = this_binary();
     let fill = |t: &str| {
         t.replace("{{name}}", name)
+            .replace("{{toolhost}}", &toolhost)
             .replace("{{crate}}", &name.replace('-', "_"))
             .replace("{{language}}", language)
             .replace("{{source}}", source)
@@ -275,6 +292,13 @@ mod tests {
                 .unwrap()
                 .starts_with("Greet someone by name."));
         }
+    }
+
+    /// A path becomes one shell word whatever it holds.
+    #[test]
+    fn paths_are_one_shell_word() {
+        assert_eq!(shell_word("/usr/bin/toolhost"), "'/usr/bin/toolhost'");
+        assert_eq!(shell_word("/a b/it's"), "'/a b/it'\\''s'");
     }
 
     /// A directory that exists (even empty) is never written into.

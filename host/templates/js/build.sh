@@ -3,6 +3,8 @@
 # the WIT with its docs: componentize-js drops them, and they are the tools' descriptions.
 set -eu
 cd "$(dirname "$0")"
+# toolhost: $TOOLHOST, else the one on the PATH, else the binary that wrote this project.
+toolhost="${TOOLHOST:-$(command -v toolhost || echo {{toolhost}})}"
 if [ ! -x node_modules/.bin/componentize-js ]; then
     npm install --no-audit --no-fund --silent
 fi
@@ -10,4 +12,6 @@ fi
 # toolhost links wasi:http only for a tool with a network grant. Keep them (remove this flag)
 # only for a tool that sends HTTP requests, and grant it the hosts it needs.
 node_modules/.bin/componentize-js tool.js -w wit -n {{name}} -d http fetch-event -o {{name}}.wasm
-"${TOOLHOST:-toolhost}" embed-wit {{name}}.wasm wit/world.wit
+"$toolhost" embed-wit {{name}}.wasm wit/world.wit
+# Compile it once into the cache its calls read (.toolhost/cache), so no call pays for it.
+"$toolhost" check {{name}}.wasm >/dev/null
