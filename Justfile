@@ -33,9 +33,10 @@ build: build-guests
     @echo "just: building the host (debug; about 5 minutes the first time on 2 cores)"
     cargo build
 
-# The pinned clients the MCP tests drive toolhost with (the MCP SDKs, the Prometheus parser):
-# Python in .venv (installed again when requirements.txt changed), TypeScript in
-# tests/mcp/ts/node_modules (npm ci again when the lock file changed).
+# The pinned clients the MCP tests drive toolhost with (the MCP SDKs, the Prometheus parser,
+# Node 24 for the clients that need Node >= 22): Python in .venv (installed again when
+# requirements.txt changed), TypeScript in tests/mcp/ts and tests/mcp/modern (npm ci again when
+# a lock file changed).
 setup-mcp:
     @cmp -s tests/mcp/requirements.txt .venv/.installed-requirements.txt 2>/dev/null \
         || (python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt \
@@ -43,6 +44,9 @@ setup-mcp:
     @cmp -s tests/mcp/ts/package-lock.json tests/mcp/ts/node_modules/.installed-lock.json 2>/dev/null \
         || (npm ci --prefix tests/mcp/ts --no-audit --no-fund --loglevel=error >/dev/null \
             && cp tests/mcp/ts/package-lock.json tests/mcp/ts/node_modules/.installed-lock.json)
+    @cmp -s tests/mcp/modern/package-lock.json tests/mcp/modern/node_modules/.installed-lock.json 2>/dev/null \
+        || (npm ci --prefix tests/mcp/modern --no-audit --no-fund --loglevel=error >/dev/null \
+            && cp tests/mcp/modern/package-lock.json tests/mcp/modern/node_modules/.installed-lock.json)
 
 # HAProxy, the load balancer the many-hosts tests (tests/all/balanced.rs) put in front of three
 # hosts: Debian's package, installed when missing (as root, or through sudo).

@@ -37,6 +37,7 @@ mod logs;
 mod mcp;
 mod mcp_frames;
 mod mcp_logging;
+mod mcp_modern;
 mod mcp_stateless;
 mod mcp_tasks;
 mod mcp_ts;
