@@ -298,6 +298,48 @@ fn task_requests_need_no_name_header_but_a_wrong_one_is_refused() {
     );
 }
 
+/// The official Python SDK's 2026-07-28 client over HTTP, with the tasks extension written on
+/// the SDK's own extension interface (`tests/mcp/client.py tasks`; the SDK sends no `Mcp-Name`
+/// on `tasks/*`): a task polled to its result; a write task that waits for approval runs once
+/// after a yes through `tasks/update`, and ends `approval_denied` after a no; a running write
+/// task cancelled through `tasks/cancel` ends failed, `cancelled_after_start`.
+#[test]
+fn the_python_sdk_runs_tasks_over_http() {
+    let (_dir, cfg) = config("");
+    let host = http_serve(&cfg);
+    let out = crate::mcp::client("tasks", &["--url", &host.url, "--token", ALICE]);
+    let f = &out.facts;
+    assert_eq!(
+        f["polled"]["statuses"],
+        json!(["working", "completed"]),
+        "{f}"
+    );
+    assert_eq!(
+        f["polled"]["output"],
+        json!({"result": "computed sdk in 1 s"}),
+        "{f}"
+    );
+    assert_eq!(
+        f["approved"]["statuses"],
+        json!(["input_required", "completed"]),
+        "{f}"
+    );
+    assert_eq!(f["approved"]["questions"], 1, "{f}");
+    assert_eq!(
+        f["approved"]["output"],
+        json!({"result": "deleted yes.txt"}),
+        "{f}"
+    );
+    assert_eq!(f["denied"]["questions"], 1, "{f}");
+    assert_eq!(f["denied"]["code"], "approval_denied", "{f}");
+    assert_eq!(
+        f["cancelled"]["statuses"],
+        json!(["working", "failed"]),
+        "{f}"
+    );
+    assert_eq!(f["cancelled"]["code"], "cancelled_after_start", "{f}");
+}
+
 /// A handshake-era session that declares the tasks extension (the Inspector does, by default)
 /// never gets a 2026-07-28 task result: an `optional` task tool answers in the request, with
 /// its structured content; a `required` one is refused `-32600`, naming the revision it needs.

@@ -17,12 +17,14 @@ import sys
 import time
 import warnings
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
 import mcp_types as types
+from pydantic import ConfigDict, Field
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.extension import ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 
 PROTOCOL = "2025-11-25"
@@ -427,6 +429,103 @@ async def scenario_modern(args: argparse.Namespace) -> dict:
     return {"asked": len(asked), "protocol": "2026-07-28"}
 
 
+class _TaskHandle(types.Result):
+    """A `tools/call` answered with a task (`resultType: "task"`, the tasks extension)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    result_type: Literal["task"] = Field(alias="resultType")
+    task_id: str = Field(alias="taskId")
+    status: str
+
+
+class _Loose(types.Result):
+    """A result read as it came (a 2026-07-28 task, which the SDK does not model)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _UpdateTaskParams(types.RequestParams):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    task_id: str = Field(alias="taskId")
+    input_responses: dict = Field(alias="inputResponses")
+
+
+class _UpdateTask(types.Request[_UpdateTaskParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: _UpdateTaskParams
+
+
+class TasksExtension(ClientExtension):
+    """The tasks extension (`io.modelcontextprotocol/tasks`) on the SDK's own extension
+    interface, as an SDK user writes it: a `task` result is polled with `tasks/get` until it
+    ends; an approval question is answered (`approve`) with `tasks/update`; with `cancel`, the
+    task is cancelled with `tasks/cancel` once it runs. The SDK sends `Mcp-Name` on none of these."""
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+    def __init__(self, approve: bool, cancel: bool) -> None:
+        self.approve = approve
+        self.cancel = cancel
+        self.statuses: list[str] = []
+        self.questions: list[str] = []
+
+    def claims(self):
+        return [ResultClaim(result_type="task", model=_TaskHandle, resolve=self.resolve)]
+
+    async def get(self, session, task_id: str) -> dict:
+        got = await session.send_request(
+            types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)), _Loose)
+        return got.model_dump(by_alias=True)
+
+    async def resolve(self, handle: _TaskHandle, ctx) -> types.CallToolResult:
+        task_id = handle.task_id
+        for _ in range(600):
+            got = await self.get(ctx.session, task_id)
+            status = got.get("status")
+            if not self.statuses or self.statuses[-1] != status:
+                self.statuses.append(status)
+            if status == "completed":
+                return types.CallToolResult.model_validate(got["result"])
+            if status in ("failed", "cancelled"):
+                failure = (got.get("error") or {}).get("data", {}).get("toolhost/failure", {})
+                return types.CallToolResult(content=[], is_error=True,
+                                            _meta={"toolhost/failure": failure})
+            if status == "input_required":
+                (key, asked), = got["inputRequests"].items()
+                self.questions.append(json.dumps(asked))
+                answer = {"action": "accept", "content": {"approve": self.approve}}
+                await ctx.session.send_request(_UpdateTask(params=_UpdateTaskParams(
+                    task_id=task_id, input_responses={key: answer})), _Loose)
+            if status == "working" and self.cancel:
+                await ctx.session.send_request(types.CancelTaskRequest(
+                    params=types.CancelTaskRequestParams(task_id=task_id)), _Loose)
+            await anyio.sleep(0.1)
+        raise Failure(f"task {task_id} did not end: {self.statuses}")
+
+
+async def scenario_tasks(args: argparse.Namespace) -> dict:
+    """The SDK's 2026-07-28 client over HTTP with the tasks extension (built on its extension
+    interface): a task polled to its result; a write task that waits for approval, answered yes
+    through `tasks/update`, runs once; one answered no ends `approval_denied`; a long task
+    cancelled through `tasks/cancel` ends failed `cancelled_after_start` (a write that had
+    started)."""
+    facts: dict = {}
+    for what, approve, cancel, tool, arguments in [
+        ("polled", True, False, "slow_compute", {"seconds": 1, "label": "sdk"}),
+        ("approved", True, False, "confirm_delete", {"filename": "yes.txt"}),
+        ("denied", False, False, "confirm_delete", {"filename": "no.txt"}),
+        ("cancelled", True, True, "slow_compute", {"seconds": 120, "label": "long"}),
+    ]:
+        tasks = TasksExtension(approve, cancel)
+        async with connect_modern(args, extensions=[tasks]) as c:
+            check(c.protocol_version == "2026-07-28", f"negotiated {c.protocol_version}")
+            result = await c.call_tool(tool, arguments)
+        failure = (result.meta or {}).get("toolhost/failure", {}) if result.is_error else {}
+        facts[what] = {"statuses": tasks.statuses, "questions": len(tasks.questions),
+                       "output": result.structured_content, "code": failure.get("code")}
+    return facts
+
+
 async def scenario_oauth(args: argparse.Namespace) -> dict:
     """An OAuth access token (--token) through both of the SDK's clients: `whoami` answers the
     token's principal and tenant; a refused token (--bad-token) gets 401 and a challenge that
@@ -457,6 +556,7 @@ async def scenario_oauth(args: argparse.Namespace) -> dict:
 
 SCENARIOS = {
     "modern": scenario_modern,
+    "tasks": scenario_tasks,
     "oauth": scenario_oauth,
     "polyglot": scenario_polyglot,
     "session_end": scenario_session_end,
