@@ -51,6 +51,7 @@ mod pg_tls;
 mod pipeline;
 mod polyglot;
 mod pool;
+mod readme_examples;
 mod replay_owner;
 mod resources;
 mod scaffold;

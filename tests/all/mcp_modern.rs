@@ -13,7 +13,7 @@ use crate::mcp::{fixture, http_serve, TOKEN};
 use crate::support::repo;
 
 /// Node 24 from `.venv` (`just setup-mcp`): the AI SDK needs Node 22 or later.
-fn node() -> PathBuf {
+pub(crate) fn node() -> PathBuf {
     let out = Command::new(repo().join(".venv/bin/python"))
         .args([
             "-c",
