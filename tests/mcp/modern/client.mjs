@@ -11,24 +11,17 @@
 // facts (the era negotiated, what was sent) that tests/all/mcp_modern.rs checks. A failed check
 // exits 1 with `FAILED <scenario>: <why>` on stderr. Everything is on loopback and bounded.
 
-import { parseArgs } from 'node:util';
-
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { createMCPClient } from '@ai-sdk/mcp';
+
+import { check, runScenario, show } from '../scenario.mjs';
 
 /** Longest a whole scenario may take (the Rust test waits longer). */
 const SCENARIO_LIMIT_MS = 120_000;
 /** The `_meta` key a failed call's facts travel under. */
 const FAILURE_META = 'toolhost/failure';
 
-class Failure extends Error {}
-
-function check(cond, what) {
-  if (!cond) throw new Failure(what);
-}
-
-const show = (v) => JSON.stringify(v);
 
 /** A fetch that records each POST's method and protocol-version header, then sends it. */
 function recordingFetch(sent) {
@@ -109,34 +102,4 @@ async function aiSdk(args) {
 
 const SCENARIOS = { 'ts-auto': tsAuto, 'ai-sdk': aiSdk };
 
-async function main() {
-  const { positionals, values } = parseArgs({
-    allowPositionals: true,
-    options: {
-      url: { type: 'string' },
-      token: { type: 'string' },
-      binary: { type: 'string' },
-      config: { type: 'string' },
-    },
-  });
-  const scenario = positionals[0];
-  const run = SCENARIOS[scenario];
-  if (!run) {
-    console.error(`usage: client.mjs ${Object.keys(SCENARIOS).join('|')} (--url U --token T | --binary B --config C)`);
-    process.exit(2);
-  }
-  const limit = setTimeout(() => {
-    console.error(`FAILED ${scenario}: not done within ${SCENARIO_LIMIT_MS} ms`);
-    process.exit(1);
-  }, SCENARIO_LIMIT_MS);
-  try {
-    console.log(JSON.stringify(await run(values)));
-  } catch (e) {
-    console.error(`FAILED ${scenario}: ${e instanceof Failure ? e.message : e?.stack ?? e}`);
-    process.exit(1);
-  } finally {
-    clearTimeout(limit);
-  }
-}
-
-await main();
+await runScenario(SCENARIOS, SCENARIO_LIMIT_MS);

@@ -16,11 +16,12 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { Failure, check, runScenario, show } from '../scenario.mjs';
 
 /** Longest a whole scenario may take before the client gives up (the Rust test waits longer). */
 const SCENARIO_LIMIT_MS = 120_000;
@@ -29,13 +30,6 @@ const REQUEST_TIMEOUT_MS = 60_000;
 /** The `_meta` key a failed call's facts travel under. */
 const FAILURE_META = 'toolhost/failure';
 
-class Failure extends Error {}
-
-function check(cond, what) {
-  if (!cond) throw new Failure(what);
-}
-
-const show = (v) => JSON.stringify(v);
 
 /**
  * The (tool, code) pairs of every hostile fixture that ends in a failure: HOSTILE_FAILURES in
@@ -200,37 +194,4 @@ async function scenarioCancel(args) {
 
 const SCENARIOS = { tools: scenarioTools, cancel: scenarioCancel };
 
-async function main() {
-  const { values: args, positionals } = parseArgs({
-    allowPositionals: true,
-    options: {
-      binary: { type: 'string' },
-      config: { type: 'string' },
-      url: { type: 'string' },
-      token: { type: 'string' },
-    },
-  });
-  const scenario = positionals[0];
-  if (positionals.length !== 1 || !(scenario in SCENARIOS)) {
-    console.error(`usage: client.mjs {${Object.keys(SCENARIOS).join('|')}} (--binary B --config C | --url U [--token T])`);
-    process.exit(2);
-  }
-  const limit = setTimeout(() => {
-    console.error(`FAILED ${scenario}: not done within ${SCENARIO_LIMIT_MS} ms`);
-    process.exit(1);
-  }, SCENARIO_LIMIT_MS);
-  try {
-    const facts = await SCENARIOS[scenario](args);
-    console.log(JSON.stringify(facts));
-  } catch (e) {
-    const why = e instanceof Failure ? e.message : `unexpected ${e?.stack ?? e}`;
-    console.error(`FAILED ${scenario}: ${why}`);
-    process.exitCode = 1;
-  } finally {
-    clearTimeout(limit);
-  }
-  // Nothing of a closed session may keep the process alive past its answer.
-  setTimeout(() => process.exit(process.exitCode ?? 0), 2_000).unref();
-}
-
-await main();
+await runScenario(SCENARIOS, SCENARIO_LIMIT_MS);
