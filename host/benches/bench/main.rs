@@ -36,8 +36,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Value};
+use toolhost::contract::canonical::digest_bytes;
 use toolhost::contract::{ToolCall, ToolResult};
-use toolhost::ledger::{digest_bytes, Ledger, LedgerOptions, Opening, PendingEvent};
+use toolhost::ledger::{Ledger, LedgerOptions, Opening, PendingEvent};
 use toolhost::{EpochMode, Runtime, Status};
 
 use stats::{micros, Figure};

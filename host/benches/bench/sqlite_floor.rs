@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use rusqlite::types::Value as Sql;
 use rusqlite::{params, Connection, OptionalExtension};
+use toolhost::contract::canonical::digest_bytes;
 use toolhost::contract::ToolResult;
-use toolhost::ledger::{digest_bytes, Ledger, LedgerOptions, PendingEvent};
+use toolhost::ledger::{Ledger, LedgerOptions, PendingEvent};
 
 use crate::stats::micros;
 

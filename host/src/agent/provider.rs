@@ -316,7 +316,7 @@ impl Provider {
                 turn,
                 attempts,
                 response_bytes: raw.len() as u64,
-                response_digest: crate::ledger::digest_bytes(&raw),
+                response_digest: crate::contract::canonical::digest_bytes(&raw),
             });
         }
     }

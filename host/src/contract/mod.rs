@@ -6,6 +6,7 @@
 //! policy internals.
 
 pub mod bounds;
+pub mod canonical;
 mod context;
 pub mod frame;
 mod hooks;

@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::*;
+use crate::contract::canonical::digest_bytes;
 use crate::contract::{ToolCall, ToolResult, Usage};
 
 const CALLS: usize = 1000;

@@ -6,8 +6,6 @@ use serde_json::Value;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sha2::{Digest, Sha256};
-
 use super::LedgerError;
 use crate::contract::{Code, ToolResult};
 
@@ -36,12 +34,6 @@ pub(crate) fn from_sql_u64(what: &str, v: i64) -> Result<u64, LedgerError> {
 pub(crate) fn decode_result(json: &str) -> Result<ToolResult, LedgerError> {
     serde_json::from_str(json)
         .map_err(|e| LedgerError::Corrupt(format!("stored result does not decode: {e}")))
-}
-
-/// The lowercase hex SHA-256 of `bytes`. Callers hash the canonical bytes they chose (e.g. the
-/// JCS form of validated arguments); the ledger stays agnostic of the canonical form.
-pub fn digest_bytes(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).

@@ -19,6 +19,7 @@ use super::journal_tests::*;
 use super::reconcile_tests::*;
 use super::task_tests::*;
 use super::*;
+use crate::contract::canonical::digest_bytes;
 use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
 
 /// Where a contract test runs: one store, and hosts opened on it.

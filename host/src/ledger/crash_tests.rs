@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::*;
+use crate::contract::canonical::digest_bytes;
 use crate::contract::{Status, ToolCall, ToolResult, Usage};
 
 const CHILD_ENV: &str = "TOOLHOST_LEDGER_CRASH_CHILD";

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
+use crate::contract::canonical::digest_bytes;
 use crate::contract::{ToolCall, ToolResult, Usage};
 
 /// A backend that, once armed, holds its next group until [`Gate::open`] (so later writes

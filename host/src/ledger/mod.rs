@@ -127,7 +127,6 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use admission::Opening;
-pub use codec::digest_bytes;
 pub(crate) use codec::now_ms;
 pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;

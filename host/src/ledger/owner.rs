@@ -8,8 +8,8 @@
 //! authorization refuses, and who asked is appended to the original's audit trail. Ids
 //! admitted before the tag existed have none and are refused to everyone.
 
-use super::codec::digest_bytes;
 use super::events::PendingEvent;
+use crate::contract::canonical::digest_bytes;
 use crate::contract::{Code, Decision, Stage};
 
 /// The admission digest of a call whose canonical form has the digest `call_digest`, made by

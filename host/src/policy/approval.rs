@@ -53,10 +53,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
-use super::canonical::canonical_json;
 use super::config::DEFAULT_TTL_SECS;
 use super::keyfile::{self, KEY_LEN};
 use super::{PolicyError, Subject};
+use crate::contract::canonical::canonical_json;
 pub use crate::contract::ApprovalMode;
 use crate::contract::Risk;
 use crate::contract::{Code, ToolCall, ToolResult, Usage};

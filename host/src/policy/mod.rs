@@ -55,7 +55,6 @@
 
 mod advertise;
 mod approval;
-mod canonical;
 mod config;
 mod constraint;
 mod keyfile;
@@ -71,7 +70,6 @@ pub use approval::{
     digest, handle_binds_call, needs_approval, parse_handle, request, ApprovalFailure, ApprovalKey,
     ApprovalMode, ApprovalRequest, ApprovalSubject, APPROVAL_DOMAIN, CLOCK_SKEW_SECS,
 };
-pub use canonical::{canonical_call, canonical_json};
 pub use config::{
     ApprovalConfig, ConstraintConfig, Effect, PolicyConfig, RuleConfig, DEFAULT_KEY_FILE_NAME,
     DEFAULT_TTL_SECS, MAX_TTL_SECS,

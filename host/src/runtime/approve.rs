@@ -1,11 +1,12 @@
 //! Stage 5, approve: a high-impact call needs a human's approval bound to exactly this call.
 
+use crate::contract::canonical::canonical_json;
 use crate::contract::{
     ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, ToolCall, ToolResult, Usage,
 };
 use crate::contract::{ApproverHandle, Approvers, Decision, Stage};
 use crate::ledger::{Journal, TokenSpend};
-use crate::policy::{canonical_json, ApprovalFailure, ApprovalSubject};
+use crate::policy::{ApprovalFailure, ApprovalSubject};
 use crate::registry::Tool;
 
 use super::Runtime;

@@ -32,7 +32,6 @@ use guards::{Concurrency, RateLimiter};
 pub use clock::Clock;
 pub use copies::MAX_WAITING_DUPLICATES;
 pub use diagnostics::Diagnostics;
-pub use owner::call_digest;
 pub use reconcile::ReconcileError;
 pub use validate::Passes;
 

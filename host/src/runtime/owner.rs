@@ -2,9 +2,10 @@
 //! ledger's `owner.rs` says how); here, the digest of a proposed call and the answer to an id
 //! that is another caller's.
 
+use crate::contract::canonical::{canonical_call, digest_bytes};
 use crate::contract::{Code, RunContext, ToolCall, ToolResult, Usage};
-use crate::ledger::{bind_caller, digest_bytes};
-use crate::policy::{canonical_call, UNAUTHORIZED_MESSAGE};
+use crate::ledger::bind_caller;
+use crate::policy::UNAUTHORIZED_MESSAGE;
 
 /// The admission digest of `call` from `ctx`'s caller, the size of the canonical call and of
 /// its arguments.
@@ -12,12 +13,6 @@ pub(super) fn admission_digest(ctx: &RunContext, call: &ToolCall) -> (String, u6
     let (canonical, arguments_len) = canonical_call(&call.name, &call.arguments);
     let digest = bind_caller(&digest_bytes(&canonical), &ctx.principal, &ctx.tenant);
     (digest, canonical.len() as u64, arguments_len as u64)
-}
-
-/// The digest of `call`'s tool and canonical arguments, whoever asks: two calls with the
-/// same digest are the same call.
-pub fn call_digest(call: &ToolCall) -> String {
-    digest_bytes(&canonical_call(&call.name, &call.arguments).0)
 }
 
 /// The answer to another caller's id: what authorization answers.

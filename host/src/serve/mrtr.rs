@@ -37,8 +37,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::config::Identity;
+use crate::contract::canonical::canonical_json;
 use crate::contract::{ApprovalAnswer, ApprovalPrompt, Approver};
-use crate::policy::{canonical_json, parse_handle, ApprovalFailure};
+use crate::policy::{parse_handle, ApprovalFailure};
 
 /// The key of the approval question in `inputRequests` and of its answer in `inputResponses`.
 pub const APPROVAL_INPUT: &str = "approval";

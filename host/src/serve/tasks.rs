@@ -30,11 +30,11 @@ use super::mapping::wraps_output;
 use super::mrtr::{answer, approved_call_id, Answer};
 use super::task_view::{detailed, rfc3339};
 use super::{Identity, Shared};
+use crate::contract::canonical::call_digest;
 use crate::contract::{
     ApproverHandle, Code, RunContext, Stage, TaskMode, ToolCall, ToolResult, Usage,
 };
 use crate::ledger::{NewTask, TaskCall, TaskCaps, TaskCreated, TaskRecord};
-use crate::runtime::call_digest;
 use crate::Runtime;
 
 /// How often a host reads the cancel marks of the tasks it runs: the longest a cancel asked on

@@ -1,4 +1,6 @@
-//! Canonical JSON (RFC 8785, JCS): the exact bytes an approval digest is computed over.
+//! The canonical forms every layer agrees on: canonical JSON (RFC 8785, JCS), the bytes an
+//! approval, an admission and a task are bound to; the digest of bytes; and the fingerprint
+//! of a call (its tool and canonical arguments).
 //!
 //! Objects are written with their members sorted by the UTF-16 code units of their names,
 //! without whitespace; strings use the minimal JSON escapes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
@@ -18,6 +20,21 @@
 
 use serde::Serialize;
 use serde_json::{Number, Value};
+use sha2::{Digest, Sha256};
+
+use super::ToolCall;
+
+/// The lowercase hex SHA-256 of `bytes`. Callers hash the canonical bytes they chose (e.g. the
+/// JCS form of validated arguments).
+pub fn digest_bytes(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The digest of `call`'s tool and canonical arguments, whoever asks: two calls with the same
+/// digest are the same call.
+pub fn call_digest(call: &ToolCall) -> String {
+    digest_bytes(&canonical_call(&call.name, &call.arguments).0)
+}
 
 /// The largest integer magnitude a double holds exactly (2^53).
 const EXACT_DOUBLE_LIMIT: u64 = 1 << 53;
