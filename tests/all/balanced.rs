@@ -20,8 +20,8 @@ use crate::mcp::{http_serve, HttpServer};
 use crate::mcp_stateless::{answer, call, code, executions, http_post, ledger, routing_headers};
 use crate::multi_host::Schema;
 use crate::support::{guest, toml_path};
+use toolhost::contract::Caller;
 use toolhost::serve::stateless::run_of;
-use toolhost::serve::Identity;
 
 /// The response header HAProxy adds: which host served the request.
 const SERVED_BY: &str = "x-toolhost-host";
@@ -214,7 +214,7 @@ impl Deployment {
 }
 
 fn local_run() -> String {
-    let local = Identity {
+    let local = Caller {
         principal: "local".into(),
         tenant: "default".into(),
     };

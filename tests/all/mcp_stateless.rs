@@ -15,8 +15,8 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use toolhost::contract::Caller;
 use toolhost::serve::stateless::run_of;
-use toolhost::serve::Identity;
 
 use crate::support::{line_reader, toml_path};
 
@@ -265,7 +265,7 @@ fn stdio_serves_stateless_requests() {
     ));
     assert_eq!(bad_run["error"]["code"], -32602, "{bad_run}");
 
-    let local = Identity {
+    let local = Caller {
         principal: "local".into(),
         tenant: "default".into(),
     };
@@ -425,7 +425,7 @@ fn stdio_approves_through_input_required() {
     );
     assert!(!ws.join("b.txt").exists());
 
-    let local = Identity {
+    let local = Caller {
         principal: "local".into(),
         tenant: "default".into(),
     };
@@ -644,11 +644,11 @@ fn http_serves_stateless_requests_per_caller() {
         "params": {"name": "greet", "arguments": {"name": "x"}}});
     assert_eq!(post(addr, ALICE, &[], &legacy).0, 400);
 
-    let alice = Identity {
+    let alice = Caller {
         principal: "alice".into(),
         tenant: "alice-corp".into(),
     };
-    let mallory = Identity {
+    let mallory = Caller {
         principal: "mallory".into(),
         tenant: "mallory-corp".into(),
     };
@@ -738,7 +738,7 @@ fn http_logs_only_when_asked_and_a_dropped_request_stops_its_guest() {
         "no answer before the deadline"
     );
     drop(sock);
-    let local = Identity {
+    let local = Caller {
         principal: "local".into(),
         tenant: "default".into(),
     };

@@ -13,8 +13,8 @@ use crate::mcp::{http_serve, HttpServer};
 use crate::mcp_stateless::{answer, http_post, routing_headers, MODERN};
 use crate::multi_host::Schema;
 use crate::support::{guest, toml_path, toolhost};
+use toolhost::contract::Caller;
 use toolhost::serve::stateless::run_of;
-use toolhost::serve::Identity;
 
 const ALICE: &str = "alice-token";
 const MALLORY: &str = "mallory-token";
@@ -151,7 +151,7 @@ fn listing(config: &std::path::Path) -> Value {
 
 /// `toolhost ledger --run` of run `r1` of `principal` of `tenant`.
 fn listing_of(config: &std::path::Path, (principal, tenant): (&str, &str)) -> Value {
-    let alice = Identity {
+    let alice = Caller {
         principal: principal.into(),
         tenant: tenant.into(),
     };
@@ -797,7 +797,7 @@ fn pg_a_task_whose_host_dies_ends_outcome_unknown_and_is_reconciled() {
     assert_eq!(failure["status"], "outcome_unknown", "{failed}");
     let call_id = failure["call_id"].as_str().unwrap().to_string();
     let run = run_of(
-        &Identity {
+        &Caller {
             principal: "alice".into(),
             tenant: "alice-corp".into(),
         },

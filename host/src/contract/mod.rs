@@ -6,6 +6,7 @@
 //! policy internals.
 
 pub mod bounds;
+mod caller;
 pub mod canonical;
 mod context;
 pub mod frame;
@@ -22,6 +23,7 @@ pub(crate) use wire::wire_enum;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use caller::Caller;
 pub use context::{Budgets, RunContext};
 pub use hooks::{
     ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestLog, GuestLogLevel,

@@ -34,13 +34,14 @@ use serde_json::{json, Map, Value};
 use super::config::Effect;
 use super::constraint::{prefix_segments, Argument, Constraint};
 use super::rules::Rule;
-use super::{Policy, Subject};
+use super::Policy;
+use crate::contract::Caller;
 use crate::contract::Risk;
 
 impl Policy {
     /// The schema the arguments of `subject`'s calls to `tool` must also meet to be allowed, or
     /// `None` when the allow side puts no constraint on them (see the module docs).
-    pub fn narrowing(&self, subject: &Subject, tool: &str, risk: Risk) -> Option<Value> {
+    pub fn narrowing(&self, subject: &Caller, tool: &str, risk: Risk) -> Option<Value> {
         if self.default == Effect::Allow {
             return None;
         }
@@ -106,7 +107,7 @@ pub fn narrowed(schema: &Value, narrowing: &Value) -> Value {
 }
 
 /// The conjunction of a rule's constraints, or `None` when one of them cannot hold.
-fn rule_schema(rule: &Rule, subject: &Subject) -> Option<Value> {
+fn rule_schema(rule: &Rule, subject: &Caller) -> Option<Value> {
     let mut all = Map::new();
     for c in &rule.constraints {
         let Value::Object(one) = constraint_schema(c, subject)? else {
@@ -119,7 +120,7 @@ fn rule_schema(rule: &Rule, subject: &Subject) -> Option<Value> {
 
 /// One constraint as a schema over the whole arguments, or `None` when it cannot hold for
 /// `subject`.
-fn constraint_schema(c: &Constraint, subject: &Subject) -> Option<Value> {
+fn constraint_schema(c: &Constraint, subject: &Caller) -> Option<Value> {
     let mut value = Map::new();
     value.insert("type".into(), json!("string"));
     if let Some(prefix) = &c.prefix {
@@ -323,7 +324,7 @@ mod tests {
 
     /// For each policy: the caller's narrowed schema accepts every sample the policy allows, and
     /// (with no prefix involved) refuses every sample it refuses.
-    fn check(rules: &str, subject: &Subject, exact: bool) -> Value {
+    fn check(rules: &str, subject: &Caller, exact: bool) -> Value {
         let p = policy(rules);
         let narrowing = p
             .narrowing(subject, "read_text", Risk::Read)
@@ -357,19 +358,19 @@ mod tests {
     #[test]
     fn a_prefix_is_a_pattern() {
         let rules = format!("{ALLOW}[[policy.rule.constraint]]\nargument = \"path\"\nprefix = \"projects/{{principal}}/\"");
-        let n = check(&rules, &Subject::new("alice", "acme"), false);
+        let n = check(&rules, &Caller::new("alice", "acme"), false);
         assert_eq!(
             n,
             json!({"properties": {"path": {"type": "string", "pattern": "^projects/alice(/|$)"}}, "required": ["path"]})
         );
-        let n = check(&rules, &Subject::new("a.c", "acme"), false);
+        let n = check(&rules, &Caller::new("a.c", "acme"), false);
         assert_eq!(n["properties"]["path"]["pattern"], "^projects/a\\.c(/|$)");
     }
 
     /// `equals`, `one_of` and `max_length` are exact, alone and together, through a pointer too.
     #[test]
     fn equals_one_of_and_max_length_are_exact() {
-        let alice = Subject::new("alice", "acme");
+        let alice = Caller::new("alice", "acme");
         for constraint in [
             "argument = \"mode\"\nequals = \"{principal}\"",
             "argument = \"mode\"\none_of = [\"read\", \"append\", \"read\"]",
@@ -400,7 +401,7 @@ mod tests {
             "{ALLOW}[[policy.rule.constraint]]\nargument = \"path\"\nprefix = \"projects/{{principal}}\"\n\
              {ALLOW}[[policy.rule.constraint]]\nargument = \"path\"\nprefix = \"shared\""
         );
-        let alice = Subject::new("alice", "acme");
+        let alice = Caller::new("alice", "acme");
         let n = check(&two, &alice, false);
         assert_eq!(n["required"], json!(["path"]));
         assert_eq!(
@@ -430,7 +431,7 @@ mod tests {
     /// a rule that cannot hold for this caller is left out.
     #[test]
     fn what_narrows_nothing() {
-        let alice = Subject::new("alice", "acme");
+        let alice = Caller::new("alice", "acme");
         let constrained = format!(
             "{ALLOW}[[policy.rule.constraint]]\nargument = \"path\"\nprefix = \"shared\"\n"
         );
@@ -453,7 +454,7 @@ mod tests {
         let segment = format!(
             "{ALLOW}[[policy.rule.constraint]]\nargument = \"path\"\nprefix = \"home/{{principal}}\""
         );
-        let odd = Subject::new("a/b", "acme");
+        let odd = Caller::new("a/b", "acme");
         assert_eq!(
             policy(&segment).narrowing(&odd, "read_text", Risk::Read),
             None

@@ -55,9 +55,10 @@ use sha2::{Digest as _, Sha256};
 
 use super::config::DEFAULT_TTL_SECS;
 use super::keyfile::{self, KEY_LEN};
-use super::{PolicyError, Subject};
+use super::PolicyError;
 use crate::contract::canonical::canonical_json;
 pub use crate::contract::ApprovalMode;
+use crate::contract::Caller;
 use crate::contract::Risk;
 use crate::contract::{Code, ToolCall, ToolResult, Usage};
 
@@ -91,7 +92,7 @@ pub struct ApprovalSubject {
 }
 
 impl ApprovalSubject {
-    pub fn new(tool: &str, arguments: &Value, subject: &Subject, run_id: &str) -> Self {
+    pub fn new(tool: &str, arguments: &Value, subject: &Caller, run_id: &str) -> Self {
         ApprovalSubject {
             tool: tool.to_string(),
             arguments: arguments.clone(),
@@ -176,7 +177,7 @@ impl ApprovalRequest {
 pub fn request(
     tool: &str,
     args: &Value,
-    subject: &Subject,
+    subject: &Caller,
     run_id: &str,
     now: u64,
     ttl_secs: u64,
@@ -387,7 +388,7 @@ impl ApprovalKey {
 
     /// [`request`] for this call: valid `ttl_secs` from `now`, capped at this key's TTL.
     pub fn request(&self, call: &ApprovalSubject, now: u64, ttl_secs: u64) -> ApprovalRequest {
-        let subject = Subject::new(call.principal.as_str(), call.tenant.as_str());
+        let subject = Caller::new(call.principal.as_str(), call.tenant.as_str());
         let ttl_secs = ttl_secs.min(self.ttl_secs);
         request(
             &call.tool,
@@ -525,8 +526,8 @@ mod tests {
         json!({"path": "projects/alice/old", "recursive": true})
     }
 
-    fn alice() -> Subject {
-        Subject::new("alice", "acme")
+    fn alice() -> Caller {
+        Caller::new("alice", "acme")
     }
 
     /// A set of consumed token ids standing in for the ledger.
@@ -599,8 +600,8 @@ mod tests {
         let s = alice();
         let a = args();
         let changed_args = json!({"path": "projects/alice/old", "recursive": false});
-        let bob = Subject::new("bob", "acme");
-        let other_tenant = Subject::new("alice", "globex");
+        let bob = Caller::new("bob", "acme");
+        let other_tenant = Caller::new("alice", "globex");
         let cases = [
             (
                 ApprovalSubject::new("delete_file", &a, &s, RUN),
@@ -667,7 +668,7 @@ mod tests {
         let (handle, mac) = token.rsplit_once('.').unwrap();
         let flip = |h: &str| format!("{}{}", if h.starts_with('0') { '1' } else { '0' }, &h[1..]);
         let parts: Vec<&str> = handle.split('.').collect();
-        let bob = ApprovalSubject::new("delete_tree", &a, &Subject::new("bob", "acme"), RUN);
+        let bob = ApprovalSubject::new("delete_tree", &a, &Caller::new("bob", "acme"), RUN);
         let forged_principal = format!(
             "{}.{}.{}.{mac}",
             parts[0],
@@ -769,7 +770,7 @@ mod tests {
     #[test]
     fn digest_is_stable() {
         let a = json!({"b": 1.0, "a": "x"});
-        let s = Subject::new("p", "t");
+        let s = Caller::new("p", "t");
         let call = ApprovalSubject::new("tool", &a, &s, "r");
         let call_input = br#"{"arguments":{"a":"x","b":1},"domain":"toolhost.approval.v2","part":"call","run_id":"r","tool":"tool"}"#;
         let principal_input =

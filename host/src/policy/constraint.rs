@@ -21,7 +21,8 @@
 use serde_json::Value;
 
 use super::config::ConstraintConfig;
-use super::{PolicyError, Subject};
+use super::PolicyError;
+use crate::contract::Caller;
 
 /// The result of checking a condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +101,7 @@ impl Template {
 
     /// The text with the subject substituted. With `as_segment`, a substituted value must be one
     /// plain path segment (no `/`, `\`, NUL, and not empty, `.` or `..`).
-    pub(super) fn render(&self, subject: &Subject, as_segment: bool) -> Result<String, String> {
+    pub(super) fn render(&self, subject: &Caller, as_segment: bool) -> Result<String, String> {
         let mut out = String::new();
         for part in &self.0 {
             let (name, value) = match part {
@@ -221,7 +222,7 @@ impl Constraint {
     }
 
     /// Check the constraint against the validated arguments of a call by `subject`.
-    pub(crate) fn evaluate(&self, subject: &Subject, args: &Value) -> Outcome {
+    pub(crate) fn evaluate(&self, subject: &Caller, args: &Value) -> Outcome {
         let value = match &self.argument {
             Argument::Name(name) => args.as_object().and_then(|o| o.get(name)),
             Argument::Pointer(p) => args.pointer(p),
@@ -270,7 +271,7 @@ impl Constraint {
         Outcome::all(checks)
     }
 
-    fn check_prefix(&self, prefix: &Template, subject: &Subject, text: &str) -> Outcome {
+    fn check_prefix(&self, prefix: &Template, subject: &Caller, text: &str) -> Outcome {
         let value = match path_segments(text) {
             Ok(segments) => segments,
             Err(why) => return Outcome::Unsure(format!("{}: the value {why}", self.label)),
@@ -364,8 +365,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn alice() -> Subject {
-        Subject::new("alice", "acme")
+    fn alice() -> Caller {
+        Caller::new("alice", "acme")
     }
 
     fn prefix_config(p: &str) -> ConstraintConfig {
@@ -479,7 +480,7 @@ mod tests {
     fn odd_principals_are_not_substituted() {
         let c = prefix("projects/{principal}/");
         for principal in ["a/b", "..", "", "a\\b"] {
-            let s = Subject::new(principal, "acme");
+            let s = Caller::new(principal, "acme");
             let out = c.evaluate(&s, &json!({ "path": format!("projects/{principal}/x") }));
             assert!(matches!(out, Outcome::Unsure(_)), "{principal:?}: {out:?}");
         }

@@ -1,6 +1,6 @@
 //! Authorization rules and approval tokens: pipeline stages 4 (authorize) and 5 (approve).
 //!
-//! The policy sees only plain data — the trusted [`Subject`] (principal and tenant from the
+//! The policy sees only plain data — the trusted [`Caller`] (principal and tenant from the
 //! authenticated frontend), the model-facing tool name, its [`Risk`], and the *validated*
 //! arguments. It knows nothing of wasmtime or of how a tool runs. Arguments are data: an argument
 //! named `principal` never changes who is calling.
@@ -62,7 +62,7 @@ mod rules;
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 pub use advertise::narrowed;
@@ -76,7 +76,7 @@ pub use config::{
 };
 pub use keyfile::KEY_LEN;
 
-use crate::contract::{Code, RunContext};
+use crate::contract::{Caller, Code};
 use crate::contract::{ConfigProblem, Risk};
 use constraint::Outcome;
 pub use rules::glob_matches_any;
@@ -113,28 +113,6 @@ impl PolicyError {
             field: field.into(),
             message: message.into(),
         }
-    }
-}
-
-/// Who is calling: trusted context from the authenticated frontend, never from arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Subject {
-    pub principal: String,
-    pub tenant: String,
-}
-
-impl Subject {
-    pub fn new(principal: impl Into<String>, tenant: impl Into<String>) -> Self {
-        Subject {
-            principal: principal.into(),
-            tenant: tenant.into(),
-        }
-    }
-}
-
-impl From<&RunContext> for Subject {
-    fn from(ctx: &RunContext) -> Self {
-        Subject::new(ctx.principal.clone(), ctx.tenant.clone())
     }
 }
 
@@ -223,7 +201,7 @@ impl Policy {
 
     /// May `subject` call `tool` (of `risk`) with these validated arguments? A matching deny
     /// wins; otherwise a matching allow; otherwise the default.
-    pub fn authorize(&self, subject: &Subject, tool: &str, risk: Risk, args: &Value) -> Decision {
+    pub fn authorize(&self, subject: &Caller, tool: &str, risk: Risk, args: &Value) -> Decision {
         let who = format!(
             "principal {:?}, tenant {:?}, tool {tool:?} ({})",
             subject.principal,
@@ -273,7 +251,7 @@ impl Policy {
     /// allowed. A deny without constraints hides it; otherwise an allow that covers it (with
     /// constraints or without) or an allowing default shows it. What a caller may see is what
     /// it is offered, and a call to a tool it may not see is answered as for no tool.
-    pub fn may_see(&self, subject: &Subject, tool: &str, risk: Risk) -> bool {
+    pub fn may_see(&self, subject: &Caller, tool: &str, risk: Risk) -> bool {
         let covering = || self.rules.iter().filter(|r| r.covers(subject, tool, risk));
         if covering().any(|r| r.effect == Effect::Deny && r.unconditional()) {
             return false;
@@ -381,6 +359,7 @@ pub fn load_approval_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
     use serde_json::json;
 
     #[derive(Deserialize)]
@@ -398,8 +377,8 @@ mod tests {
         load(text).unwrap()
     }
 
-    fn s(principal: &str, tenant: &str) -> Subject {
-        Subject::new(principal, tenant)
+    fn s(principal: &str, tenant: &str) -> Caller {
+        Caller::new(principal, tenant)
     }
 
     const PROJECTS: &str = r#"

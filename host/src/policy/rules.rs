@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::config::{Effect, RuleConfig};
 use super::constraint::{Constraint, Outcome};
-use super::{PolicyError, Subject};
+use super::PolicyError;
+use crate::contract::Caller;
 use crate::contract::Risk;
 
 /// Characters that make a pattern a glob rather than a literal name.
@@ -148,7 +149,7 @@ impl Rule {
     }
 
     /// Whether the rule covers this subject, tool and risk (constraints aside).
-    pub(crate) fn covers(&self, subject: &Subject, tool: &str, risk: Risk) -> bool {
+    pub(crate) fn covers(&self, subject: &Caller, tool: &str, risk: Risk) -> bool {
         self.principals.matches(&subject.principal)
             && self.tenants.matches(&subject.tenant)
             && self.tools.matches(tool)
@@ -161,7 +162,7 @@ impl Rule {
     }
 
     /// The conjunction of the rule's constraints over the validated arguments.
-    pub(crate) fn constraints(&self, subject: &Subject, args: &Value) -> Outcome {
+    pub(crate) fn constraints(&self, subject: &Caller, args: &Value) -> Outcome {
         Outcome::all(self.constraints.iter().map(|c| c.evaluate(subject, args)))
     }
 }
@@ -215,7 +216,7 @@ mod tests {
     #[test]
     fn glob_semantics() {
         let r = rule("effect = \"allow\"\nprincipals = [\"ops-*\", \"{alice,bob}\"]").unwrap();
-        let s = |p: &str| Subject::new(p, "t");
+        let s = |p: &str| Caller::new(p, "t");
         assert!(r.covers(&s("ops-1"), "x", Risk::Read));
         assert!(r.covers(&s("bob"), "x", Risk::Read));
         assert!(!r.covers(&s("OPS-1"), "x", Risk::Read));

@@ -213,7 +213,7 @@ impl Runtime {
         principal: &str,
         tenant: &str,
     ) -> impl Iterator<Item = &'a Tool> + 'a {
-        let subject = crate::policy::Subject::new(principal, tenant);
+        let subject = crate::contract::Caller::new(principal, tenant);
         self.registry
             .tools()
             .filter(move |t| self.policy.may_see(&subject, t.name.as_str(), t.risk))
@@ -222,7 +222,7 @@ impl Runtime {
     /// The tool `name` as `principal` of `tenant` sees it: `None` when there is none, or when
     /// the policy hides it from them — the two are answered alike.
     pub fn visible_tool(&self, principal: &str, tenant: &str, name: &str) -> Option<&Tool> {
-        let subject = crate::policy::Subject::new(principal, tenant);
+        let subject = crate::contract::Caller::new(principal, tenant);
         self.registry
             .get(name)
             .filter(|t| self.policy.may_see(&subject, t.name.as_str(), t.risk))
@@ -237,7 +237,7 @@ impl Runtime {
         tenant: &str,
         tool: &'a Tool,
     ) -> std::borrow::Cow<'a, serde_json::Value> {
-        let subject = crate::policy::Subject::new(principal, tenant);
+        let subject = crate::contract::Caller::new(principal, tenant);
         match self
             .policy
             .narrowing(&subject, tool.name.as_str(), tool.risk)

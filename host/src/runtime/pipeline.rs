@@ -5,10 +5,10 @@
 use std::time::Instant;
 
 use crate::contract::bounds::check_call;
+use crate::contract::Caller;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Risk, Stage};
 use crate::ledger::{CallKey, Held, Inline, Journal, OpenCall};
-use crate::policy::Subject;
 
 use tracing::Instrument;
 
@@ -252,7 +252,7 @@ impl Runtime {
         tool: &Tool,
         journal: &mut Journal<'_>,
     ) -> Result<(), ToolResult> {
-        let subject = Subject {
+        let subject = Caller {
             principal: ctx.principal.clone(),
             tenant: ctx.tenant.clone(),
         };

@@ -22,7 +22,7 @@
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::contract::ConfigProblem;
+use crate::contract::{Caller, ConfigProblem};
 
 /// What `toolhost serve` reads from the config file.
 #[derive(Debug, Clone, Deserialize)]
@@ -199,24 +199,6 @@ impl TokenHash {
     }
 }
 
-/// Who a session acts as: from the config (stdio) or from the bearer token (HTTP).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Identity {
-    pub principal: String,
-    pub tenant: String,
-}
-
-#[cfg(test)]
-impl Identity {
-    /// The identity `principal` of tenant `t`, for unit tests.
-    pub(crate) fn of_test(principal: &str) -> Identity {
-        Identity {
-            principal: principal.into(),
-            tenant: "t".into(),
-        }
-    }
-}
-
 impl ServeConfig {
     /// What one caller may hold in open MCP tasks.
     pub fn task_caps(&self) -> crate::ledger::TaskCaps {
@@ -346,21 +328,21 @@ impl ServeConfig {
     }
 
     /// The identity of stdio (and tokenless HTTP) sessions.
-    pub fn local_identity(&self) -> Identity {
-        Identity {
+    pub fn local_identity(&self) -> Caller {
+        Caller {
             principal: self.principal.clone(),
             tenant: self.tenant.clone(),
         }
     }
 
     /// The identity a bearer token stands for, if any configured token matches.
-    pub fn identify(&self, token: &str) -> Option<Identity> {
+    pub fn identify(&self, token: &str) -> Option<Caller> {
         let presented = TokenHash::of(token);
         let mut found = None;
         // Look at every entry so the time taken does not say which one matched.
         for t in &self.tokens {
             if t.sha256.matches(&presented) && found.is_none() {
-                found = Some(Identity {
+                found = Some(Caller {
                     principal: t.principal.clone(),
                     tenant: t.tenant.clone(),
                 });
@@ -424,7 +406,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             cfg.identify("s3cret"),
-            Some(Identity {
+            Some(Caller {
                 principal: "alice".into(),
                 tenant: "acme".into()
             })

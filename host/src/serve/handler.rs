@@ -27,11 +27,11 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 pub use super::approvals::APPROVAL_TOKEN_META;
-use super::config::Identity;
 use super::logging::SessionLevel;
 use super::mapping::mcp_tool;
 use super::mrtr::StateSeal;
 use super::stateless;
+use crate::contract::Caller;
 use crate::contract::TaskMode;
 use crate::Runtime;
 
@@ -65,7 +65,7 @@ pub struct Session {
     shared: Shared,
     run_id: String,
     /// The session's identity: fixed for stdio, bound by the first request over HTTP.
-    identity: OnceLock<Identity>,
+    identity: OnceLock<Caller>,
     /// Cancelled when the session ends: every in-flight call of the session is cancelled.
     cancel: CancellationToken,
     /// The client's `logging/setLevel`: guest log lines at or above it are forwarded.
@@ -78,7 +78,7 @@ pub struct Session {
 impl Session {
     /// A new session (a new run). `identity` is known up front on stdio; over HTTP it comes
     /// with each request and the first one binds the session.
-    pub fn new(shared: Shared, identity: Option<Identity>) -> Session {
+    pub fn new(shared: Shared, identity: Option<Caller>) -> Session {
         let cancel = CancellationToken::new();
         let lock = OnceLock::new();
         if let Some(i) = identity {
@@ -108,11 +108,11 @@ impl Session {
 
     /// The identity of a request: the authenticated one the HTTP layer attached, which must
     /// be the session's; on stdio, the session's own.
-    fn identity(&self, cx: &RequestContext<RoleServer>) -> Result<Identity, &'static str> {
+    fn identity(&self, cx: &RequestContext<RoleServer>) -> Result<Caller, &'static str> {
         let presented = cx
             .extensions
             .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<Identity>().cloned());
+            .and_then(|p| p.extensions.get::<Caller>().cloned());
         match presented {
             Some(p) => {
                 let bound = self.identity.get_or_init(|| p.clone());
@@ -127,7 +127,7 @@ impl Session {
     }
 
     /// The caller a `tasks/*` request speaks for; one without an identity is refused.
-    fn task_caller(&self, cx: &RequestContext<RoleServer>) -> Result<Identity, ErrorData> {
+    fn task_caller(&self, cx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
         self.identity(cx)
             .map_err(|why| ErrorData::invalid_request(why, None))
     }

@@ -33,7 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{Identity, ServeConfig};
+use super::config::ServeConfig;
 use super::frames::MAX_FRAME_BYTES;
 use super::handler::{Session, Shared};
 use super::oauth::ResourceServer;
@@ -41,6 +41,7 @@ use super::pending::{Admission, Pending};
 use super::sessions::SessionOwners;
 use super::streams::{Bounded, StreamBudget};
 use super::ServeError;
+use crate::contract::Caller;
 
 mod accept;
 mod auth;
@@ -270,7 +271,7 @@ impl Gate {
             let token = bearer(&req).map(str::to_string);
             match self.authenticate(token.as_deref()).await {
                 Ok((identity, scopes)) => {
-                    req.extensions_mut().insert::<Identity>(identity.clone());
+                    req.extensions_mut().insert::<Caller>(identity.clone());
                     (identity, scopes)
                 }
                 Err(refused) => return self.unauthorized(token.is_some(), refused.as_ref()),

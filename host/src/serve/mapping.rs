@@ -25,7 +25,7 @@ pub fn output_is_object(schema: &Value) -> bool {
 /// rendered as a wrapped one.
 pub fn wraps_output(
     runtime: &crate::Runtime,
-    caller: &super::config::Identity,
+    caller: &crate::contract::Caller,
     tool: &str,
 ) -> bool {
     runtime

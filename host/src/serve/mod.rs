@@ -49,7 +49,7 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use tokio_util::task::TaskTracker;
 
-pub use config::{Identity, ServeConfig};
+pub use config::ServeConfig;
 pub use handler::{Session, Shared, PROTOCOL_VERSIONS};
 
 use crate::Runtime;

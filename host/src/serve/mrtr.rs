@@ -36,8 +36,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::config::Identity;
 use crate::contract::canonical::canonical_json;
+use crate::contract::Caller;
 use crate::contract::{ApprovalAnswer, ApprovalPrompt, Approver};
 use crate::policy::{parse_handle, ApprovalFailure};
 
@@ -115,7 +115,7 @@ impl StateSeal {
 
     /// The `input_required` answer that asks `q` of the client's human, with the sealed
     /// state its retry must carry; `None` for a handle that cannot be read.
-    pub fn ask(&self, q: &Question<'_>, caller: &Identity) -> Option<InputRequiredResult> {
+    pub fn ask(&self, q: &Question<'_>, caller: &Caller) -> Option<InputRequiredResult> {
         let (digest, _) = parse_handle(q.handle).ok()?;
         let prompt = ApprovalPrompt {
             tool: q.tool.to_string(),
@@ -153,7 +153,7 @@ impl StateSeal {
     pub fn open(
         &self,
         sealed: &str,
-        caller: &Identity,
+        caller: &Caller,
         now: u64,
     ) -> Result<Resumed, ApprovalFailure> {
         let state: ApprovalState =
@@ -257,7 +257,7 @@ mod tests {
         r
     }
 
-    fn sealed_for(caller: &Identity, expires_at: u64) -> String {
+    fn sealed_for(caller: &Caller, expires_at: u64) -> String {
         let r = needed(expires_at);
         let approval = r.approval.as_ref().unwrap();
         let q = Question {
@@ -285,7 +285,7 @@ mod tests {
     /// approved round's call.
     #[test]
     fn a_state_opens_for_its_caller() {
-        let alice = Identity::of_test("alice");
+        let alice = Caller::of_test("alice");
         let s = sealed_for(&alice, 1_000);
         let r = seal().open(&s, &alice, 999).unwrap();
         assert_eq!(r.run_id, "R");
@@ -299,9 +299,9 @@ mod tests {
     /// another key are each refused with the approval code a token would get.
     #[test]
     fn states_are_checked_like_tokens() {
-        let alice = Identity::of_test("alice");
+        let alice = Caller::of_test("alice");
         let s = sealed_for(&alice, 1_000);
-        let mallory = Identity::of_test("mallory");
+        let mallory = Caller::of_test("mallory");
         assert_eq!(
             seal().open(&s, &mallory, 0),
             Err(ApprovalFailure::WrongPrincipal)

@@ -26,8 +26,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::config::Identity;
 use super::jwks::{Jwks, JwksSource};
+use crate::contract::Caller;
 use crate::contract::ConfigProblem;
 
 /// The signature algorithms a token may use: asymmetric only.
@@ -253,7 +253,7 @@ impl ResourceServer {
 
     /// The identity a valid access token stands for, and the scopes it grants (`scope`, space
     /// separated, or `scp`, a list).
-    pub async fn authenticate(&self, token: &str) -> Result<(Identity, Vec<String>), TokenError> {
+    pub async fn authenticate(&self, token: &str) -> Result<(Caller, Vec<String>), TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
         if !ALGORITHMS.contains(&header.alg) {
             return Err(TokenError::Algorithm);
@@ -309,7 +309,7 @@ impl ResourceServer {
                 .collect(),
             _ => Vec::new(),
         };
-        Ok((Identity { principal, tenant }, scopes))
+        Ok((Caller { principal, tenant }, scopes))
     }
 
     /// The `WWW-Authenticate` value of a 401: the metadata URL, and why a presented token was

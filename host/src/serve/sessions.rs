@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 
-use super::config::Identity;
+use crate::contract::Caller;
 
 /// Open HTTP sessions one identity may hold (each is a run with its own state in the host).
 pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
@@ -44,14 +44,14 @@ pub struct SessionOwners {
 struct Owners {
     by_session: HashMap<String, Bound>,
     /// Places taken by `initialize` requests not answered yet, by identity.
-    reserved: HashMap<Identity, usize>,
+    reserved: HashMap<Caller, usize>,
     /// Bound sessions after the last prune; the next one runs at twice this.
     after_prune: usize,
 }
 
 /// A bound session: its owner, and when it last served a request.
 struct Bound {
-    owner: Identity,
+    owner: Caller,
     seen: Instant,
 }
 
@@ -59,7 +59,7 @@ struct Bound {
 /// ([`Reservation::bind`]); dropped unbound (the initialize failed), it frees the place.
 pub struct Reservation<'a> {
     owners: &'a SessionOwners,
-    who: Identity,
+    who: Caller,
 }
 
 impl Reservation<'_> {
@@ -114,7 +114,7 @@ impl SessionOwners {
     /// holds [`MAX_SESSIONS_PER_PRINCIPAL`] already, its longest-idle session (idle long enough,
     /// see [`SessionOwners::new`]) is closed to make room; when none may be closed, or the
     /// server holds [`MAX_SESSIONS`], the answer is how long to wait before trying again.
-    pub async fn reserve(&self, who: &Identity) -> Result<Reservation<'_>, Duration> {
+    pub async fn reserve(&self, who: &Caller) -> Result<Reservation<'_>, Duration> {
         let mut pruned = false;
         loop {
             let taken = {
@@ -164,7 +164,7 @@ impl SessionOwners {
     }
 
     /// Whether `id` is a session of `who`; a request of its owner marks it used now.
-    pub fn owned_by(&self, id: &str, who: &Identity) -> bool {
+    pub fn owned_by(&self, id: &str, who: &Caller) -> bool {
         let mut s = self.lock();
         match s.by_session.get_mut(id) {
             Some(b) if b.owner == *who => {
@@ -181,7 +181,7 @@ impl SessionOwners {
     }
 
     /// How many sessions are bound: all of them, and `who`'s.
-    pub fn bound(&self, who: &Identity) -> (usize, usize) {
+    pub fn bound(&self, who: &Caller) -> (usize, usize) {
         let s = self.lock();
         let own = s.by_session.values().filter(|b| b.owner == *who).count();
         (s.by_session.len(), own)
@@ -201,7 +201,7 @@ impl SessionOwners {
 }
 
 /// `who`'s session that went longest without a request, and for how long.
-fn longest_idle(s: &Owners, who: &Identity) -> Option<(String, Duration)> {
+fn longest_idle(s: &Owners, who: &Caller) -> Option<(String, Duration)> {
     s.by_session
         .iter()
         .filter(|(_, b)| b.owner == *who)
@@ -213,8 +213,8 @@ fn longest_idle(s: &Owners, who: &Identity) -> Option<(String, Duration)> {
 mod tests {
     use super::*;
 
-    fn who(p: &str) -> Identity {
-        Identity::of_test(p)
+    fn who(p: &str) -> Caller {
+        Caller::of_test(p)
     }
 
     /// Bind `id` to `p` through a reservation.

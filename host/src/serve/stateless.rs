@@ -21,8 +21,8 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::config::Identity;
 use super::handler::call_id;
+use crate::contract::Caller;
 
 /// The `_meta` key naming the client's run.
 pub const RUN_META: &str = "toolhost/run";
@@ -62,7 +62,7 @@ pub enum PlaceError {
 
 /// The ledger run of `name` for this caller: `mcp-run-` + 32 hex characters of SHA-256 over the
 /// domain, principal, tenant and name (each length-prefixed, so no two triples collide).
-pub fn run_of(caller: &Identity, name: &str) -> String {
+pub fn run_of(caller: &Caller, name: &str) -> String {
     let mut h = Sha256::new();
     for part in [
         RUN_DOMAIN,
@@ -86,7 +86,7 @@ pub fn fresh_run() -> String {
 /// keys are looked for, first match wins (the params' `_meta`, then the request's).
 pub fn place(
     metas: &[Option<&RequestMetaObject>],
-    caller: &Identity,
+    caller: &Caller,
     id: &RequestId,
 ) -> Result<Place, PlaceError> {
     let find = |key: &'static str| -> Result<Option<String>, PlaceError> {
@@ -128,8 +128,8 @@ mod tests {
     /// caller finds the same run on every request (and every host).
     #[test]
     fn a_run_name_is_scoped_by_principal_and_tenant() {
-        let alice = Identity::of_test("alice");
-        let mallory = Identity::of_test("mallory");
+        let alice = Caller::of_test("alice");
+        let mallory = Caller::of_test("mallory");
         assert_eq!(run_of(&alice, "r1"), run_of(&alice, "r1"));
         assert_ne!(run_of(&alice, "r1"), run_of(&mallory, "r1"));
         assert_ne!(run_of(&alice, "r1"), run_of(&alice, "r2"));
@@ -142,7 +142,7 @@ mod tests {
     /// The run and call come from `_meta`; without them, a fresh run and the JSON-RPC id.
     #[test]
     fn place_reads_run_and_call_from_meta() {
-        let alice = Identity::of_test("alice");
+        let alice = Caller::of_test("alice");
         let id = RequestId::Number(7);
         let m = meta(json!({"toolhost/run": "r1", "toolhost/callId": "c-1"}));
         let p = place(&[Some(&m)], &alice, &id).unwrap();
@@ -161,7 +161,7 @@ mod tests {
     /// A run or call name that is not a short plain string is refused, not truncated or cleaned.
     #[test]
     fn bad_names_are_refused() {
-        let alice = Identity::of_test("alice");
+        let alice = Caller::of_test("alice");
         let id = RequestId::Number(1);
         for bad in [
             json!(""),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use hyper::body::{Body, Bytes, Frame};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::config::Identity;
+use crate::contract::Caller;
 
 /// Open GET streams one identity may hold.
 pub const MAX_STREAMS_PER_PRINCIPAL: usize = 4;
@@ -31,7 +31,7 @@ pub struct StreamPermit {
 /// The stream budgets of one server.
 pub struct StreamBudget {
     all: Arc<Semaphore>,
-    by_identity: Mutex<HashMap<Identity, Arc<Semaphore>>>,
+    by_identity: Mutex<HashMap<Caller, Arc<Semaphore>>>,
 }
 
 impl Default for StreamBudget {
@@ -47,7 +47,7 @@ impl StreamBudget {
     /// A permit for one more stream of `who`, or `None` when its share or the server's is
     /// taken. The map holds one entry per identity that ever opened a stream: identities come
     /// from the config's tokens, so it stays as small as the config.
-    pub fn open(&self, who: &Identity) -> Option<StreamPermit> {
+    pub fn open(&self, who: &Caller) -> Option<StreamPermit> {
         let own = {
             let mut map = self.by_identity.lock().unwrap_or_else(|e| e.into_inner());
             map.entry(who.clone())
@@ -103,8 +103,8 @@ mod tests {
     use super::*;
     use http_body_util::{BodyExt, StreamBody};
 
-    fn who(p: &str) -> Identity {
-        Identity::of_test(p)
+    fn who(p: &str) -> Caller {
+        Caller::of_test(p)
     }
 
     /// One identity gets its share and no more; another still gets its own; a dropped

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::mapping::{call_result, FAILURE_META};
 use super::mrtr::{Question, StateSeal};
 use super::tasks::POLL_INTERVAL_MS;
-use super::Identity;
+use crate::contract::Caller;
 use crate::contract::{Code, Status, ToolResult};
 use crate::ledger::{TaskCall, TaskRecord};
 
@@ -29,7 +29,7 @@ const INTERNAL_ERROR: i32 = -32603;
 pub(super) fn detailed(
     task: &TaskRecord,
     seal: &StateSeal,
-    caller: &Identity,
+    caller: &Caller,
     (wrap, client_approves): (bool, bool),
 ) -> DetailedTask {
     let base = Task::new(
@@ -57,7 +57,7 @@ fn finished(
     task: &TaskRecord,
     result: &ToolResult,
     seal: &StateSeal,
-    caller: &Identity,
+    caller: &Caller,
     (wrap, client_approves): (bool, bool),
 ) -> TaskPayload {
     if let (Some(Code::ApprovalRequired), Some(a)) = (result.code, &result.approval) {

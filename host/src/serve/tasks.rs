@@ -29,8 +29,9 @@ use super::http::door::{Admitted, Pass};
 use super::mapping::wraps_output;
 use super::mrtr::{answer, approved_call_id, Answer};
 use super::task_view::{detailed, rfc3339};
-use super::{Identity, Shared};
+use super::Shared;
 use crate::contract::canonical::call_digest;
+use crate::contract::Caller;
 use crate::contract::{
     ApproverHandle, Code, RunContext, Stage, TaskMode, ToolCall, ToolResult, Usage,
 };
@@ -214,7 +215,7 @@ impl Tasks {
                 return Ok(self.refuse(runtime, &ctx, &call, message).await);
             }
             TaskCreated::Exists => {
-                let caller = Identity {
+                let caller = Caller {
                     principal: ctx.principal.clone(),
                     tenant: ctx.tenant.clone(),
                 };
@@ -288,7 +289,7 @@ impl Tasks {
     pub async fn get(
         &self,
         shared: &Shared,
-        caller: &Identity,
+        caller: &Caller,
         task_id: &str,
     ) -> Result<GetTaskResult, ErrorData> {
         let (runtime, seal) = (&shared.runtime, &shared.seal);
@@ -308,7 +309,7 @@ impl Tasks {
     pub async fn cancel(
         &self,
         shared: &Shared,
-        caller: &Identity,
+        caller: &Caller,
         task_id: &str,
     ) -> Result<(), ErrorData> {
         let rt = shared.runtime.clone();
@@ -335,7 +336,7 @@ impl Tasks {
     pub async fn update(
         self: &Arc<Tasks>,
         shared: &Shared,
-        caller: &Identity,
+        caller: &Caller,
         params: &UpdateTaskParams,
         admitted: Option<Admitted>,
     ) -> Result<(), ErrorData> {
@@ -421,7 +422,7 @@ impl Tasks {
     async fn find(
         &self,
         runtime: &Arc<Runtime>,
-        caller: &Identity,
+        caller: &Caller,
         task_id: &str,
     ) -> Result<TaskRecord, ErrorData> {
         let rt = runtime.clone();

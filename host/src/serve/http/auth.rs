@@ -6,7 +6,7 @@ use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
 
 use super::{plain, Body, Gate, MCP_PATH};
-use crate::serve::config::Identity;
+use crate::contract::Caller;
 use crate::serve::oauth::{TokenError, METADATA_PATH};
 
 impl Gate {
@@ -64,7 +64,7 @@ impl Gate {
 }
 
 /// An authenticated caller and the scopes its access token grants (`None`: a static token).
-pub(super) type Authenticated = (Identity, Option<Vec<String>>);
+pub(super) type Authenticated = (Caller, Option<Vec<String>>);
 
 /// The metadata document's path, or the same with the resource's path appended (RFC 9728 §3.1).
 pub(super) fn is_metadata_path(path: &str) -> bool {

@@ -29,7 +29,7 @@ pub enum Refused {
 }
 
 /// One caller's bucket and how many of its requests are in flight.
-struct Caller {
+struct Account {
     tokens: f64,
     last: Instant,
     in_flight: usize,
@@ -43,7 +43,7 @@ pub struct Door {
     burst: f64,
     max_in_flight: usize,
     max_connections: usize,
-    callers: Mutex<HashMap<String, Caller>>,
+    callers: Mutex<HashMap<String, Account>>,
 }
 
 impl Door {
@@ -123,14 +123,14 @@ impl Door {
     /// `principal`'s entry, made (with a full bucket) when it has none.
     fn caller<'m>(
         &self,
-        callers: &'m mut HashMap<String, Caller>,
+        callers: &'m mut HashMap<String, Account>,
         principal: &str,
         now: Instant,
-    ) -> &'m mut Caller {
+    ) -> &'m mut Account {
         if callers.len() >= MAX_TRACKED_CALLERS && !callers.contains_key(principal) {
             self.forget_idle(callers, now);
         }
-        callers.entry(principal.to_string()).or_insert(Caller {
+        callers.entry(principal.to_string()).or_insert(Account {
             tokens: self.burst,
             last: now,
             in_flight: 0,
@@ -140,7 +140,7 @@ impl Door {
 
     /// Drop callers with nothing in flight, no connection open and a refilled bucket (they
     /// lose nothing).
-    fn forget_idle(&self, callers: &mut HashMap<String, Caller>, now: Instant) {
+    fn forget_idle(&self, callers: &mut HashMap<String, Account>, now: Instant) {
         let (rate, burst) = (self.rate, self.burst);
         callers.retain(|_, c| {
             let elapsed = now.duration_since(c.last).as_secs_f64();
@@ -149,7 +149,7 @@ impl Door {
         });
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Caller>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Account>> {
         self.callers.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
