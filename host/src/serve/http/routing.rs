@@ -13,10 +13,11 @@ use http::HeaderValue;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, GetMeta};
 use serde_json::json;
 
 use super::Body;
+use crate::serve::stateless::is_stateless_version;
 
 const VERSION: &str = "mcp-protocol-version";
 const METHOD: &str = "mcp-method";
@@ -66,6 +67,21 @@ pub(super) fn complete(
     let ClientJsonRpcMessage::Request(request) = message else {
         return None;
     };
+    // The headers are owed once the request names 2026-07-28, in its `_meta` or in its version
+    // header; a bare `server/discover` is rmcp's to refuse (it names the missing `_meta`).
+    let in_meta = request
+        .request
+        .get_meta()
+        .protocol_version()
+        .is_some_and(|v| is_stateless_version(v.as_str()));
+    let in_header = parts
+        .headers
+        .get(VERSION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(is_stateless_version);
+    if !in_meta && !in_header {
+        return None;
+    }
     let mut missing = Vec::new();
     if !parts.headers.contains_key(VERSION) {
         missing.push("MCP-Protocol-Version");
@@ -118,7 +134,9 @@ pub(super) fn complete(
 mod tests {
     use super::*;
 
-    fn message(method: &str, params: serde_json::Value) -> ClientJsonRpcMessage {
+    /// A 2026-07-28 request (its `_meta` names the revision).
+    fn message(method: &str, mut params: serde_json::Value) -> ClientJsonRpcMessage {
+        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
         serde_json::from_value(
             json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}),
         )
@@ -171,6 +189,19 @@ mod tests {
         assert!(complete(&mut parts(&ALL), &odd).is_some());
         let sentinel = message("tasks/get", json!({"taskId": "=?base64?eA==?="}));
         assert!(complete(&mut parts(&ALL), &sentinel).is_some());
+    }
+
+    /// A request that names no revision (a bare `server/discover`) is left to rmcp, which
+    /// names the `_meta` it lacks; the version header alone makes the others owed.
+    #[test]
+    fn a_request_naming_no_revision_owes_no_headers() {
+        let bare: ClientJsonRpcMessage = serde_json::from_value(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}),
+        )
+        .unwrap();
+        assert!(complete(&mut parts(&[]), &bare).is_none());
+        let answer = complete(&mut parts(&[ALL[0]]), &bare).expect("Mcp-Method is owed");
+        assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
     }
 
     /// A call still needs its `Mcp-Name`; a list names nothing.
