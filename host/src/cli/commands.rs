@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use super::frontends::{agent_run, serve};
 use super::proposals::{parse_arguments, parse_batch, run_batch};
-use super::{Command, Identity, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
+use super::{CallerArgs, Command, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
 use crate::{Code, EpochMode, Registry, Runtime, Status, ToolCall, ToolResult, Usage};
 
 pub(super) async fn run(command: Command) -> ExitCode {
@@ -207,7 +207,7 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
 }
 
-pub(super) fn context(rt: &Runtime, id: &Identity) -> crate::RunContext {
+pub(super) fn context(rt: &Runtime, id: &CallerArgs) -> crate::RunContext {
     let ctx = rt.context(&id.principal, &id.tenant);
     match &id.run_id {
         Some(r) => ctx.with_run_id(r),

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::commands::{context, usage_error, warn};
-use super::{AgentArgs, Identity, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
+use super::{AgentArgs, CallerArgs, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
 use crate::contract::ApproverHandle;
 use crate::{EpochMode, Runtime};
 
@@ -124,7 +124,7 @@ fn warn_descriptors(plan: crate::sandbox::DescriptorPlan) {
 const MAX_MESSAGES_FILE_BYTES: u64 = 4 << 20;
 
 /// `toolhost agent`: one bounded run; Ctrl-C cancels it (and its running calls).
-pub(super) async fn agent_run(source: &Source, identity: &Identity, args: AgentArgs) -> ExitCode {
+pub(super) async fn agent_run(source: &Source, identity: &CallerArgs, args: AgentArgs) -> ExitCode {
     use crate::agent::{self, StopReason};
     let config = match source.config() {
         Ok(c) => c,

@@ -114,7 +114,7 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
         #[command(flatten)]
-        identity: Identity,
+        identity: CallerArgs,
         /// The call id to correlate the result with (default: a fresh one).
         #[arg(long)]
         call_id: Option<String>,
@@ -186,7 +186,7 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
         #[command(flatten)]
-        identity: Identity,
+        identity: CallerArgs,
         #[command(flatten)]
         agent: AgentArgs,
     },
@@ -196,7 +196,7 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
         #[command(flatten)]
-        identity: Identity,
+        identity: CallerArgs,
         file: PathBuf,
     },
 }
@@ -278,9 +278,10 @@ impl Source {
     }
 }
 
-/// Who calls: trusted context from the command line, never from tool arguments.
+/// Who calls and in which run, from the command line (trusted context, never from tool
+/// arguments): the `Caller` and run a command's calls get.
 #[derive(clap::Args)]
-pub struct Identity {
+pub struct CallerArgs {
     /// The principal the calls run as.
     #[arg(long, default_value = "local")]
     principal: String,
