@@ -23,26 +23,32 @@ pub(super) enum Kind {
 }
 
 /// The header a Streamable HTTP client names its protocol version in.
-const VERSION_HEADER: &str = "mcp-protocol-version";
+pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
 
-/// Whether a message is of the 2026-07-28 revision (see [`Kind::Stateless`]).
-fn is_stateless(message: &ClientJsonRpcMessage, parts: &http::request::Parts) -> bool {
+/// Whether a message names the 2026-07-28 revision or a later one, in its `_meta` or in the
+/// `MCP-Protocol-Version` header.
+fn names_revision(message: &ClientJsonRpcMessage, parts: &http::request::Parts) -> bool {
     let header = parts
         .headers
         .get(VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .is_some_and(is_stateless_version);
     let body = match message {
-        ClientJsonRpcMessage::Request(r) => {
-            matches!(r.request, ClientRequest::DiscoverRequest(_))
-                || r.request
-                    .get_meta()
-                    .protocol_version()
-                    .is_some_and(|v| is_stateless_version(v.as_str()))
-        }
+        ClientJsonRpcMessage::Request(r) => r
+            .request
+            .get_meta()
+            .protocol_version()
+            .is_some_and(|v| is_stateless_version(v.as_str())),
         _ => false,
     };
     header || body
+}
+
+/// Whether a message is a `server/discover`, which is served without a session whatever it
+/// names (see [`Kind::Stateless`]).
+fn is_discover(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, ClientJsonRpcMessage::Request(r)
+        if matches!(r.request, ClientRequest::DiscoverRequest(_)))
 }
 
 /// A good POST body: the request rmcp gets, its [`Kind`], and the tool it calls (for a
@@ -89,16 +95,18 @@ pub(super) async fn checked(req: Request<Incoming>) -> Result<Checked, Response<
                     if matches!(r.request, ClientRequest::InitializeRequest(_))
             ) {
                 Kind::Initialize
-            } else if is_stateless(&message, &parts) {
+            } else if names_revision(&message, &parts) {
+                // A request naming 2026-07-28 owes its routing headers (`routing.rs`).
+                if let Some(answer) = super::routing::complete(&mut parts, &message) {
+                    return Err(answer);
+                }
+                Kind::Stateless
+            } else if is_discover(&message) {
+                // A bare probe: rmcp answers what its `_meta` lacks.
                 Kind::Stateless
             } else {
                 Kind::InSession
             };
-            if kind == Kind::Stateless {
-                if let Some(answer) = super::routing::complete(&mut parts, &message) {
-                    return Err(answer);
-                }
-            }
             let tool = match *message {
                 ClientJsonRpcMessage::Request(ref r) => match &r.request {
                     ClientRequest::CallToolRequest(c) => Some(c.params.name.to_string()),
@@ -120,7 +128,12 @@ pub(super) async fn checked(req: Request<Incoming>) -> Result<Checked, Response<
 
 /// A JSON-RPC error as an HTTP answer.
 fn rpc_error(status: StatusCode, e: &FrameError) -> Response<Body> {
-    let body = serde_json::to_vec(&e.answer()).expect("a JSON value serializes");
+    json_answer(status, &e.answer())
+}
+
+/// A JSON-RPC message as an HTTP answer with `status`.
+pub(super) fn json_answer(status: StatusCode, message: &serde_json::Value) -> Response<Body> {
+    let body = serde_json::to_vec(message).expect("a JSON value serializes");
     let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -128,4 +141,42 @@ fn rpc_error(status: StatusCode, e: &FrameError) -> Response<Body> {
         hyper::header::HeaderValue::from_static("application/json"),
     );
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bare `server/discover` names no revision, so it owes no routing headers (rmcp names
+    /// the `_meta` it lacks) and is still served without a session; the version header alone
+    /// makes it name one, as `_meta` does.
+    #[test]
+    fn a_bare_discover_names_no_revision() {
+        let parts = |headers: &[(&str, &str)]| {
+            let mut b = http::Request::builder().method("POST").uri("/mcp");
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            b.body(()).unwrap().into_parts().0
+        };
+        let message = |params: serde_json::Value| -> ClientJsonRpcMessage {
+            serde_json::from_value(serde_json::json!(
+                {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": params}))
+            .unwrap()
+        };
+        let bare = message(serde_json::json!({}));
+        assert!(!names_revision(&bare, &parts(&[])));
+        assert!(is_discover(&bare));
+        assert!(names_revision(
+            &bare,
+            &parts(&[("MCP-Protocol-Version", "2026-07-28")])
+        ));
+        let modern = message(serde_json::json!(
+            {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}));
+        assert!(names_revision(&modern, &parts(&[])));
+        assert!(!names_revision(
+            &bare,
+            &parts(&[("MCP-Protocol-Version", "2025-11-25")])
+        ));
+    }
 }

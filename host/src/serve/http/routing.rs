@@ -10,16 +10,13 @@
 
 use http::request::Parts;
 use http::HeaderValue;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, GetMeta};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode};
 use serde_json::json;
 
+use super::post::{json_answer, VERSION_HEADER as VERSION};
 use super::Body;
-use crate::serve::stateless::is_stateless_version;
 
-const VERSION: &str = "mcp-protocol-version";
 const METHOD: &str = "mcp-method";
 const NAME: &str = "mcp-name";
 
@@ -57,9 +54,10 @@ fn plain_value(id: &str) -> Option<HeaderValue> {
         .flatten()
 }
 
-/// Complete and check the routing headers of a 2026-07-28 `message`: supply a task's
-/// `Mcp-Name` from its body, and return the answer when any header the request needs is
-/// absent (400, `-32020`, every missing header named in the message and in `data.missing`).
+/// Complete and check the routing headers of `message`, a request that names 2026-07-28 or
+/// later (in its `_meta` or its version header): supply a task's `Mcp-Name` from its body, and
+/// return the answer when any header the request needs is absent (400, `-32020`, every
+/// missing header named in the message and in `data.missing`).
 pub(super) fn complete(
     parts: &mut Parts,
     message: &ClientJsonRpcMessage,
@@ -67,21 +65,6 @@ pub(super) fn complete(
     let ClientJsonRpcMessage::Request(request) = message else {
         return None;
     };
-    // The headers are owed once the request names 2026-07-28, in its `_meta` or in its version
-    // header; a bare `server/discover` is rmcp's to refuse (it names the missing `_meta`).
-    let in_meta = request
-        .request
-        .get_meta()
-        .protocol_version()
-        .is_some_and(|v| is_stateless_version(v.as_str()));
-    let in_header = parts
-        .headers
-        .get(VERSION)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(is_stateless_version);
-    if !in_meta && !in_header {
-        return None;
-    }
     let mut missing = Vec::new();
     if !parts.headers.contains_key(VERSION) {
         missing.push("MCP-Protocol-Version");
@@ -120,19 +103,13 @@ pub(super) fn complete(
             "data": {"missing": missing},
         },
     });
-    let bytes = serde_json::to_vec(&body).expect("a JSON value serializes");
-    let mut answer = Response::new(Full::new(Bytes::from(bytes)).boxed());
-    *answer.status_mut() = StatusCode::BAD_REQUEST;
-    answer.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Some(answer)
+    Some(json_answer(StatusCode::BAD_REQUEST, &body))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::BodyExt;
 
     /// A 2026-07-28 request (its `_meta` names the revision).
     fn message(method: &str, mut params: serde_json::Value) -> ClientJsonRpcMessage {
@@ -189,19 +166,6 @@ mod tests {
         assert!(complete(&mut parts(&ALL), &odd).is_some());
         let sentinel = message("tasks/get", json!({"taskId": "=?base64?eA==?="}));
         assert!(complete(&mut parts(&ALL), &sentinel).is_some());
-    }
-
-    /// A request that names no revision (a bare `server/discover`) is left to rmcp, which
-    /// names the `_meta` it lacks; the version header alone makes the others owed.
-    #[test]
-    fn a_request_naming_no_revision_owes_no_headers() {
-        let bare: ClientJsonRpcMessage = serde_json::from_value(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}),
-        )
-        .unwrap();
-        assert!(complete(&mut parts(&[]), &bare).is_none());
-        let answer = complete(&mut parts(&[ALL[0]]), &bare).expect("Mcp-Method is owed");
-        assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
     }
 
     /// A call still needs its `Mcp-Name`; a list names nothing.
