@@ -252,10 +252,7 @@ impl Runtime {
         tool: &Tool,
         journal: &mut Journal<'_>,
     ) -> Result<(), ToolResult> {
-        let subject = Caller {
-            principal: ctx.principal.clone(),
-            tenant: ctx.tenant.clone(),
-        };
+        let subject = Caller::from(ctx);
         let decision =
             self.policy
                 .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments);

@@ -69,7 +69,7 @@ impl Runtime {
     pub fn would_pass_checks(&self, ctx: &RunContext, call: &ToolCall) -> Option<Passes> {
         let tool = self.visible_tool(&ctx.principal, &ctx.tenant, &call.name)?;
         self.validate(tool, &call.arguments, None).ok()?;
-        let subject = crate::contract::Caller::new(&ctx.principal, &ctx.tenant);
+        let subject = crate::contract::Caller::from(ctx);
         let allowed = self
             .policy
             .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments)

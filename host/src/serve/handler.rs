@@ -31,8 +31,7 @@ use super::logging::SessionLevel;
 use super::mapping::mcp_tool;
 use super::mrtr::StateSeal;
 use super::stateless;
-use crate::contract::Caller;
-use crate::contract::TaskMode;
+use crate::contract::{Caller, TaskMode};
 use crate::Runtime;
 
 /// The protocol versions served: the 2025 revisions with an `initialize` handshake (newest

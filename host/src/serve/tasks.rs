@@ -31,9 +31,8 @@ use super::mrtr::{answer, approved_call_id, Answer};
 use super::task_view::{detailed, rfc3339};
 use super::Shared;
 use crate::contract::canonical::call_digest;
-use crate::contract::Caller;
 use crate::contract::{
-    ApproverHandle, Code, RunContext, Stage, TaskMode, ToolCall, ToolResult, Usage,
+    ApproverHandle, Caller, Code, RunContext, Stage, TaskMode, ToolCall, ToolResult, Usage,
 };
 use crate::ledger::{NewTask, TaskCall, TaskCaps, TaskCreated, TaskRecord};
 use crate::Runtime;
@@ -215,10 +214,7 @@ impl Tasks {
                 return Ok(self.refuse(runtime, &ctx, &call, message).await);
             }
             TaskCreated::Exists => {
-                let caller = Caller {
-                    principal: ctx.principal.clone(),
-                    tenant: ctx.tenant.clone(),
-                };
+                let caller = Caller::from(&ctx);
                 let known = self.find(runtime, &caller, &task.task_id).await.ok();
                 return Ok(known
                     .filter(|t| t.call_digest == task.call_digest)
