@@ -15,36 +15,25 @@ trap 'kill $server 2>/dev/null' EXIT
 for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/8765) 2>/dev/null && break; sleep 0.1; done
 
 unexpected=0
-# Print `got` (status and code of a call's JSON result); mark it and count it when it is not
-# `want` ("completed -", "failed CODE").
-ends_as() { # want json
-    python3 - "$1" "$2" <<'PY'
-import json, sys
-want, raw = sys.argv[1], sys.argv[2]
-try:
-    r = json.loads(raw)
-    got = f"{r['status']} {r.get('code') or '-'}"
-except (ValueError, KeyError):
-    got = "no result"
-sys.exit(0 if got == want else 1)
-PY
-}
-
+# Each row prints its call's status and code, and `<- expected WANT` (exit 1, counted) when
+# they are not WANT ("completed -", "failed CODE").
 row() { # config tool args want
-    local start end json mark=""
+    local start end json
     start=$(date +%s%N)
     json=$("$bin" call --config "$1" "$2" "$3" 2>/dev/null)
     end=$(date +%s%N)
-    ends_as "$4" "$json" || { mark=" <- expected $4"; unexpected=$((unexpected + 1)); }
-    python3 - "$2" "$json" "$(( (end - start) / 1000000 ))" "$mark" <<'PY'
+    python3 - "$2" "$json" "$(( (end - start) / 1000000 ))" "$4" <<'PY' || unexpected=$((unexpected + 1))
 import json, sys
-tool, raw, ms, mark = sys.argv[1:5]
+tool, raw, ms, want = sys.argv[1:5]
 try:
     r = json.loads(raw)
 except ValueError:
     r = {"status": "no result"}
+got = f"{r['status']} {r.get('code') or '-'}"
+mark = "" if got == want else f" <- expected {want}"
 u = r.get("usage", {})
 print(f"| {tool:<20} | {r['status']:<9} | {r.get('code') or '-':<17} | {u.get('fuel_consumed', 0):>13,} | {u.get('wall_ms', 0):>7} | {ms:>8} |{mark}")
+sys.exit(1 if mark else 0)
 PY
 }
 
@@ -87,16 +76,22 @@ last=""
 echo
 echo "== a scripted agent session (tests/fixtures/session.toml), run $run"
 step() { # label want principal call-id tool args [token]
-    local out mark=""
+    local out
     out=$("$bin" call --config "$s" --principal "$3" --run-id "$run" --call-id "$4" ${7:+--approval-token "$7"} "$5" "$6" 2>/dev/null)
-    ends_as "$2" "$out" || { mark=" <- expected $2"; unexpected=$((unexpected + 1)); }
     printf '%-34s ' "$1"
-    python3 -c 'import json,sys
+    python3 - "$out" "$2" <<'PY' || unexpected=$((unexpected + 1))
+import json, sys
+raw, want = sys.argv[1:3]
 try:
-    r = json.loads(sys.argv[1]); print(r["status"], r.get("code") or "", "|", r.get("output", r.get("message")), end="")
+    r = json.loads(raw)
+    got = f"{r['status']} {r.get('code') or '-'}"
+    shown = f"{r['status']} {r.get('code') or ''} | {r.get('output', r.get('message'))}"
 except (ValueError, KeyError):
-    print("no result", end="")
-print(sys.argv[2])' "$out" "$mark"
+    got = shown = "no result"
+mark = "" if got == want else f" <- expected {want}"
+print(shown + mark)
+sys.exit(1 if mark else 0)
+PY
     last=$out
 }
 step "valid call" "completed -" agent c1 greet '{"name": "agent"}'
