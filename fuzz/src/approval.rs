@@ -19,6 +19,7 @@
 //!   handle itself is no token.
 
 use serde_json::Value;
+use toolhost::contract::Caller;
 use toolhost::policy::{
     digest, parse_handle, ApprovalFailure, ApprovalKey, ApprovalSubject, CLOCK_SKEW_SECS, KEY_LEN,
 };
@@ -45,8 +46,7 @@ pub fn check(data: &[u8]) {
     let call = ApprovalSubject {
         tool: "delete_file".into(),
         arguments,
-        principal: "alice".into(),
-        tenant: "acme".into(),
+        caller: Caller::new("alice", "acme"),
         run_id: "run-1".into(),
     };
     as_handle(candidate, &call);
@@ -80,8 +80,9 @@ fn invalid(r: &Result<(), ApprovalFailure>) -> bool {
 }
 
 fn another_principal(call: &ApprovalSubject) -> ApprovalSubject {
+    let principal = format!("{}-not", call.caller.principal);
     ApprovalSubject {
-        principal: format!("{}-not", call.principal),
+        caller: Caller::new(principal, call.caller.tenant.clone()),
         ..call.clone()
     }
 }

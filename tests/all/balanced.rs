@@ -214,10 +214,7 @@ impl Deployment {
 }
 
 fn local_run() -> String {
-    let local = Caller {
-        principal: "local".into(),
-        tenant: "default".into(),
-    };
+    let local = Caller::new("local", "default");
     run_of(&local, "r1")
 }
 

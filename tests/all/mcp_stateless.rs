@@ -265,10 +265,7 @@ fn stdio_serves_stateless_requests() {
     ));
     assert_eq!(bad_run["error"]["code"], -32602, "{bad_run}");
 
-    let local = Caller {
-        principal: "local".into(),
-        tenant: "default".into(),
-    };
+    let local = Caller::new("local", "default");
     let calls = ledger(&config, &run_of(&local, "r1"));
     assert_eq!(executions(&calls, "key:c1"), 1, "{calls:?}");
     assert_eq!(executions(&calls, "key:c2"), 0, "{calls:?}");
@@ -425,10 +422,7 @@ fn stdio_approves_through_input_required() {
     );
     assert!(!ws.join("b.txt").exists());
 
-    let local = Caller {
-        principal: "local".into(),
-        tenant: "default".into(),
-    };
+    let local = Caller::new("local", "default");
     let calls = ledger(&config, &run_of(&local, "r1"));
     assert_eq!(executions(&calls, "key:w1~approved"), 1, "{calls:?}");
     assert_eq!(executions(&calls, "key:w1"), 0, "{calls:?}");
@@ -644,14 +638,8 @@ fn http_serves_stateless_requests_per_caller() {
         "params": {"name": "greet", "arguments": {"name": "x"}}});
     assert_eq!(post(addr, ALICE, &[], &legacy).0, 400);
 
-    let alice = Caller {
-        principal: "alice".into(),
-        tenant: "alice-corp".into(),
-    };
-    let mallory = Caller {
-        principal: "mallory".into(),
-        tenant: "mallory-corp".into(),
-    };
+    let alice = Caller::new("alice", "alice-corp");
+    let mallory = Caller::new("mallory", "mallory-corp");
     assert_eq!(
         executions(&ledger(&config, &run_of(&alice, "r1")), "key:c1"),
         1
@@ -738,10 +726,7 @@ fn http_logs_only_when_asked_and_a_dropped_request_stops_its_guest() {
         "no answer before the deadline"
     );
     drop(sock);
-    let local = Caller {
-        principal: "local".into(),
-        tenant: "default".into(),
-    };
+    let local = Caller::new("local", "default");
     let run = run_of(&local, "r1");
     let until = Instant::now() + Duration::from_secs(20);
     let ended = loop {

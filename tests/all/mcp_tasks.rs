@@ -151,10 +151,7 @@ fn listing(config: &std::path::Path) -> Value {
 
 /// `toolhost ledger --run` of run `r1` of `principal` of `tenant`.
 fn listing_of(config: &std::path::Path, (principal, tenant): (&str, &str)) -> Value {
-    let alice = Caller {
-        principal: principal.into(),
-        tenant: tenant.into(),
-    };
+    let alice = Caller::new(principal, tenant);
     let run = run_of(&alice, "r1");
     let out = toolhost(&[
         "ledger",
@@ -796,13 +793,7 @@ fn pg_a_task_whose_host_dies_ends_outcome_unknown_and_is_reconciled() {
     let failure = &failed["error"]["data"]["toolhost/failure"];
     assert_eq!(failure["status"], "outcome_unknown", "{failed}");
     let call_id = failure["call_id"].as_str().unwrap().to_string();
-    let run = run_of(
-        &Caller {
-            principal: "alice".into(),
-            tenant: "alice-corp".into(),
-        },
-        "r1",
-    );
+    let run = run_of(&Caller::new("alice", "alice-corp"), "r1");
     let record = toolhost(&[
         "reconcile",
         "--config",

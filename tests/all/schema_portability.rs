@@ -293,13 +293,16 @@ argument = "path"
 one_of = ["README.md", "{tenant}.md"]
 "#;
 
-/// The principal and tenant whose view of the tools is checked.
-const VIEWER: (&str, &str) = ("alice", "acme");
+/// The caller whose view of the tools is checked.
+fn viewer() -> toolhost::contract::Caller {
+    toolhost::contract::Caller::new("alice", "acme")
+}
 
 fn problems(origin: &str, rt: &Runtime) -> Vec<String> {
     let mut out = Vec::new();
-    for tool in rt.visible_tools(VIEWER.0, VIEWER.1) {
-        let offered = rt.offered_input_schema(VIEWER.0, VIEWER.1, tool);
+    let viewer = viewer();
+    for tool in rt.visible_tools(&viewer) {
+        let offered = rt.offered_input_schema(&viewer, tool);
         let wire = serde_json::to_value(mcp_tool(tool, &offered)).unwrap();
         let name = wire["name"].as_str().unwrap().to_string();
         for key in ["inputSchema", "outputSchema"] {
@@ -327,10 +330,11 @@ fn every_advertised_schema_is_portable() {
     let mut all = Vec::new();
     let mut tools = 0;
     let mut narrowed = 0;
+    let viewer = viewer();
     for (origin, rt, _dir) in runtimes() {
-        for tool in rt.visible_tools(VIEWER.0, VIEWER.1) {
+        for tool in rt.visible_tools(&viewer) {
             tools += 1;
-            if *rt.offered_input_schema(VIEWER.0, VIEWER.1, tool) != tool.input_schema {
+            if *rt.offered_input_schema(&viewer, tool) != tool.input_schema {
                 narrowed += 1;
             }
         }

@@ -19,7 +19,7 @@ use super::schema::provider_schema;
 use super::turn::{ModelTurn, ProposedCall, TokenUsage};
 use crate::contract::canonical::canonical_json;
 use crate::contract::canonical::digest_bytes;
-use crate::contract::{Code, RunContext, Stage, Status, ToolCall, ToolResult, Usage};
+use crate::contract::{Caller, Code, RunContext, Stage, Status, ToolCall, ToolResult, Usage};
 use crate::runtime::batch::Proposal;
 use crate::runtime::guards::TOOL_CALLS_EXHAUSTED;
 use crate::Runtime;
@@ -47,16 +47,16 @@ pub struct Summary {
 /// The tools as the endpoint sees them: those the run's caller may see
 /// ([`Runtime::visible_tools`]), so a model is never offered a tool it will be refused outright,
 /// each with the schema that caller is offered ([`Runtime::offered_input_schema`]).
-pub fn advertised_tools(runtime: &Runtime, principal: &str, tenant: &str) -> Vec<Value> {
+pub fn advertised_tools(runtime: &Runtime, caller: &Caller) -> Vec<Value> {
     runtime
-        .visible_tools(principal, tenant)
+        .visible_tools(caller)
         .map(|t| {
             json!({
                 "type": "function",
                 "function": {
                     "name": t.name.as_str(),
                     "description": t.description,
-                    "parameters": provider_schema(&runtime.offered_input_schema(principal, tenant, t)),
+                    "parameters": provider_schema(&runtime.offered_input_schema(caller, t)),
                 }
             })
         })
@@ -114,8 +114,8 @@ pub async fn run_agent(
     let span = tracing::debug_span!(
         "agent_run",
         run_id = %log_safe(&ctx.run_id),
-        principal = %log_safe(&ctx.principal),
-        tenant = %log_safe(&ctx.tenant),
+        principal = %log_safe(&ctx.caller.principal),
+        tenant = %log_safe(&ctx.caller.tenant),
     );
     drive(runtime, provider, model, messages, config, ctx)
         .instrument(span)
@@ -135,7 +135,7 @@ async fn drive(
     ctx.deadline = Some(deadline);
     ctx.budgets.max_calls = Some(config.max_tool_calls);
     ctx.budgets.max_calls_per_tool = config.max_calls_per_tool;
-    let tools = advertised_tools(runtime, &ctx.principal, &ctx.tenant);
+    let tools = advertised_tools(runtime, &ctx.caller);
     let mut st = State {
         summary: Summary {
             run_id: ctx.run_id.clone(),

@@ -107,10 +107,10 @@ pub fn check_call(ctx: &RunContext, call: &ToolCall) -> Result<(), Refusal> {
     if ctx.run_id.len() > MAX_RUN_ID_BYTES {
         return Err(Refusal::RunIdTooLong);
     }
-    if ctx.principal.len() > MAX_SUBJECT_BYTES {
+    if ctx.caller.principal.len() > MAX_SUBJECT_BYTES {
         return Err(Refusal::PrincipalTooLong);
     }
-    if ctx.tenant.len() > MAX_SUBJECT_BYTES {
+    if ctx.caller.tenant.len() > MAX_SUBJECT_BYTES {
         return Err(Refusal::TenantTooLong);
     }
     Ok(())

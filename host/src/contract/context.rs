@@ -6,6 +6,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::hooks::{ApproverHandle, LogSink, ProgressSink};
+use super::Caller;
 
 /// Limits that span the calls of one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,10 +22,8 @@ pub struct Budgets {
 pub struct RunContext {
     /// Groups the calls of one agent run; call ids are unique within it.
     pub run_id: String,
-    /// The authenticated caller.
-    pub principal: String,
-    /// The tenant the caller acts for.
-    pub tenant: String,
+    /// The authenticated caller and the tenant it acts for.
+    pub caller: Caller,
     /// No call of this run starts after this instant, and running calls are stopped at it.
     pub deadline: Option<Instant>,
     /// Cancelling it cancels every call of the run.
@@ -39,12 +38,17 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    /// A context with a fresh run id, no deadline and no budgets.
+    /// A context for a caller the config vouches for, with a fresh run id, no deadline and no
+    /// budgets.
     pub fn new(principal: impl Into<String>, tenant: impl Into<String>) -> Self {
+        RunContext::for_caller(Caller::new(principal, tenant))
+    }
+
+    /// A context for `caller`, with a fresh run id, no deadline and no budgets.
+    pub fn for_caller(caller: Caller) -> Self {
         RunContext {
             run_id: format!("run-{}", uuid::Uuid::new_v4().simple()),
-            principal: principal.into(),
-            tenant: tenant.into(),
+            caller,
             deadline: None,
             cancel: CancellationToken::new(),
             budgets: Budgets::default(),

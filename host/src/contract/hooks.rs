@@ -78,8 +78,7 @@ pub struct ApprovalPrompt {
     pub tool: String,
     /// The validated arguments in canonical JSON (RFC 8785), exactly as the approval binds them.
     pub canonical_arguments: String,
-    pub principal: String,
-    pub tenant: String,
+    pub caller: super::Caller,
     pub run_id: String,
     pub call_id: String,
     /// The digest the approval binds to (tool, arguments, principal, tenant, run): the same a

@@ -23,7 +23,7 @@ pub(crate) use wire::wire_enum;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use caller::Caller;
+pub use caller::{Caller, Origin};
 pub use context::{Budgets, RunContext};
 pub use hooks::{
     ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestLog, GuestLogLevel,

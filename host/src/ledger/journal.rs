@@ -40,7 +40,7 @@ use super::outcome::Outcome;
 use super::owner::{asked_by, same_caller};
 use super::write::{Admission, Applied, CallKey, Write};
 use super::{Ledger, LedgerError};
-use crate::contract::{Stage, ToolResult};
+use crate::contract::{Caller, Stage, ToolResult};
 
 /// A call the runtime asks the ledger to open.
 #[derive(Debug, Clone, Default)]
@@ -48,8 +48,7 @@ pub struct OpenCall {
     /// Its id and admission digest (which binds the caller, `owner.rs`).
     pub key: CallKey,
     /// Who asks (the trusted caller), named in the audit note when the id is another caller's.
-    pub principal: String,
-    pub tenant: String,
+    pub caller: Caller,
     /// Whether the call may be admitted with its first commit: the runtime says no for a call
     /// that may ask a human, so that a duplicate cannot ask a second time.
     pub late: bool,
@@ -227,7 +226,7 @@ impl Ledger {
         match self.admitted_digest(&key.run_id, &key.call_id).await {
             Ok(Some(theirs)) if same_caller(&theirs, &key.args_digest) => Held::Reused,
             Ok(Some(_)) => {
-                let note = asked_by(&call.principal, &call.tenant, &key.tool);
+                let note = asked_by(&call.caller.principal, &call.caller.tenant, &key.tool);
                 self.append_noted(key, vec![note], inline).await;
                 Held::Foreign
             }
@@ -460,8 +459,8 @@ fn asker<'a>(call: &'a OpenCall, key: &'a ClaimKey) -> Asker<'a> {
         digest: &call.key.args_digest,
         size: call.key.args_size,
         tool: &call.key.tool,
-        principal: &call.principal,
-        tenant: &call.tenant,
+        principal: &call.caller.principal,
+        tenant: &call.caller.tenant,
     }
 }
 

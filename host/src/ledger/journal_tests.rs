@@ -30,8 +30,7 @@ fn call(digest: &str) -> OpenCall {
             args_digest: digest.into(),
             args_size: 10,
         },
-        principal: "p".into(),
-        tenant: "t".into(),
+        caller: crate::contract::Caller::new("p", "t"),
         late: true,
     }
 }

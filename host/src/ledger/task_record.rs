@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::codec::decode_result;
 use super::LedgerError;
-use crate::contract::ToolResult;
+use crate::contract::{Caller, ToolResult};
 
 /// Longest a task is kept after it is created, whatever its ttl asks: a day.
 pub const MAX_TASK_TTL_MS: i64 = 24 * 60 * 60 * 1000;
@@ -15,8 +15,8 @@ pub const MAX_TASK_TTL_MS: i64 = 24 * 60 * 60 * 1000;
 pub struct NewTask {
     /// The handle a client polls: random, never derived from the call.
     pub task_id: String,
-    pub principal: String,
-    pub tenant: String,
+    /// Who may see and steer it.
+    pub caller: Caller,
     pub run_id: String,
     pub call_id: String,
     pub tool: String,

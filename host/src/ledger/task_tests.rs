@@ -16,8 +16,7 @@ use crate::contract::{Status, ToolResult};
 fn task(id: &str, call_id: &str, ttl_ms: i64) -> NewTask {
     NewTask {
         task_id: id.into(),
-        principal: "alice".into(),
-        tenant: "acme".into(),
+        caller: crate::contract::Caller::new("alice", "acme"),
         run_id: "r".into(),
         call_id: call_id.into(),
         tool: "echo".into(),
@@ -219,7 +218,7 @@ pub(super) fn a_callers_open_tasks_are_capped_on_every_host(site: &dyn Site) {
         TaskCreated::Exists
     );
     let mut bob = task("t4", "c4", 60_000);
-    bob.principal = "bob".into();
+    bob.caller.principal = "bob".into();
     assert_eq!(a.create_task(&bob, &two).unwrap(), TaskCreated::Created);
     a.close_task("t1").unwrap();
     a.close_task("t1").unwrap(); // idempotent
@@ -235,7 +234,7 @@ pub(super) fn a_callers_open_tasks_are_capped_on_every_host(site: &dyn Site) {
     };
     let carol = |id: &str| {
         let mut t = task(id, id, 60_000);
-        t.principal = "carol".into();
+        t.caller.principal = "carol".into();
         a.create_task(&t, &bytes).unwrap()
     };
     assert_eq!(carol("k1"), TaskCreated::Created);
@@ -244,7 +243,7 @@ pub(super) fn a_callers_open_tasks_are_capped_on_every_host(site: &dyn Site) {
     // An expired task holds no place.
     let short = |id: &str| {
         let mut t = task(id, id, 1);
-        t.principal = "dave".into();
+        t.caller.principal = "dave".into();
         t
     };
     let one = TaskCaps {

@@ -51,7 +51,7 @@ impl Ledger {
             // Another caller's id, or one gone since: refused without answering anything of it.
             Ok(_) => (
                 Held::Foreign,
-                asked_by(&call.principal, &call.tenant, &key.tool),
+                asked_by(&call.caller.principal, &call.caller.tenant, &key.tool),
             ),
         };
         self.append_noted(key, vec![note], inline).await;

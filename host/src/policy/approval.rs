@@ -86,8 +86,7 @@ pub struct ApprovalSubject {
     /// The validated arguments.
     pub arguments: Value,
     /// From the trusted run context, never from the arguments.
-    pub principal: String,
-    pub tenant: String,
+    pub caller: Caller,
     pub run_id: String,
 }
 
@@ -96,8 +95,7 @@ impl ApprovalSubject {
         ApprovalSubject {
             tool: tool.to_string(),
             arguments: arguments.clone(),
-            principal: subject.principal.clone(),
-            tenant: subject.tenant.clone(),
+            caller: subject.clone(),
             run_id: run_id.to_string(),
         }
     }
@@ -123,7 +121,7 @@ fn call_binding(call: &ApprovalSubject) -> String {
 fn principal_binding(call: &ApprovalSubject) -> String {
     binding(
         "principal",
-        json!({"principal": call.principal, "tenant": call.tenant}),
+        json!({"principal": call.caller.principal, "tenant": call.caller.tenant}),
     )
 }
 
@@ -388,12 +386,11 @@ impl ApprovalKey {
 
     /// [`request`] for this call: valid `ttl_secs` from `now`, capped at this key's TTL.
     pub fn request(&self, call: &ApprovalSubject, now: u64, ttl_secs: u64) -> ApprovalRequest {
-        let subject = Caller::new(call.principal.as_str(), call.tenant.as_str());
         let ttl_secs = ttl_secs.min(self.ttl_secs);
         request(
             &call.tool,
             &call.arguments,
-            &subject,
+            &call.caller,
             &call.run_id,
             now,
             ttl_secs,

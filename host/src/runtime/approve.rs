@@ -30,8 +30,7 @@ impl Runtime {
         let subject = ApprovalSubject {
             tool: tool.name.to_string(),
             arguments: call.arguments.clone(),
-            principal: ctx.principal.clone(),
-            tenant: ctx.tenant.clone(),
+            caller: ctx.caller.clone(),
             run_id: ctx.run_id.clone(),
         };
         let now = self.clock.unix_now();
@@ -139,8 +138,7 @@ impl Runtime {
             tool: subject.tool.clone(),
             canonical_arguments: String::from_utf8_lossy(&canonical_json(&subject.arguments))
                 .into_owned(),
-            principal: subject.principal.clone(),
-            tenant: subject.tenant.clone(),
+            caller: subject.caller.clone(),
             run_id: subject.run_id.clone(),
             call_id: call.call_id.clone(),
             digest: request.digest.clone(),

@@ -29,7 +29,7 @@ impl Runtime {
             }
         }
         if let Some((rate, burst)) = self.rate.settings() {
-            if !self.ledger.take_rate(&ctx.principal, rate, burst)? {
+            if !self.ledger.take_rate(&ctx.caller.principal, rate, burst)? {
                 return Ok(Some(Refusal::Rate));
             }
         }

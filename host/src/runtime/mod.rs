@@ -22,7 +22,7 @@ mod validate;
 
 use wasmtime::component::Val;
 
-use crate::contract::{RunContext, ToolCall, ToolResult};
+use crate::contract::{Caller, RunContext, ToolCall, ToolResult};
 use crate::ledger::Ledger;
 use crate::policy::{ApprovalKey, Policy};
 use crate::registry::{Registry, Tool};
@@ -206,42 +206,31 @@ impl Runtime {
         &self.registry
     }
 
-    /// The tools `principal` of `tenant` may see: each one the policy could allow them with
-    /// some arguments (`Policy::may_see`). What a caller is offered, over MCP and to a model.
-    pub fn visible_tools<'a>(
-        &'a self,
-        principal: &str,
-        tenant: &str,
-    ) -> impl Iterator<Item = &'a Tool> + 'a {
-        let subject = crate::contract::Caller::new(principal, tenant);
+    /// The tools `caller` may see: each one the policy could allow them with some arguments
+    /// (`Policy::may_see`). What a caller is offered, over MCP and to a model.
+    pub fn visible_tools<'a>(&'a self, caller: &'a Caller) -> impl Iterator<Item = &'a Tool> + 'a {
         self.registry
             .tools()
-            .filter(move |t| self.policy.may_see(&subject, t.name.as_str(), t.risk))
+            .filter(move |t| self.policy.may_see(caller, t.name.as_str(), t.risk))
     }
 
-    /// The tool `name` as `principal` of `tenant` sees it: `None` when there is none, or when
-    /// the policy hides it from them — the two are answered alike.
-    pub fn visible_tool(&self, principal: &str, tenant: &str, name: &str) -> Option<&Tool> {
-        let subject = crate::contract::Caller::new(principal, tenant);
+    /// The tool `name` as `caller` sees it: `None` when there is none, or when the policy
+    /// hides it from them — the two are answered alike.
+    pub fn visible_tool(&self, caller: &Caller, name: &str) -> Option<&Tool> {
         self.registry
             .get(name)
-            .filter(|t| self.policy.may_see(&subject, t.name.as_str(), t.risk))
+            .filter(|t| self.policy.may_see(caller, t.name.as_str(), t.risk))
     }
 
-    /// The input schema `tool` is shown to `principal` of `tenant` with: its own, narrowed by
-    /// the argument constraints of the rules that allow them ([`crate::policy::Policy::narrowing`]),
-    /// so a caller confined to `projects/alice/` is told so before it calls.
+    /// The input schema `tool` is shown to `caller` with: its own, narrowed by the argument
+    /// constraints of the rules that allow them ([`crate::policy::Policy::narrowing`]), so a
+    /// caller confined to `projects/alice/` is told so before it calls.
     pub fn offered_input_schema<'a>(
         &self,
-        principal: &str,
-        tenant: &str,
+        caller: &Caller,
         tool: &'a Tool,
     ) -> std::borrow::Cow<'a, serde_json::Value> {
-        let subject = crate::contract::Caller::new(principal, tenant);
-        match self
-            .policy
-            .narrowing(&subject, tool.name.as_str(), tool.risk)
-        {
+        match self.policy.narrowing(caller, tool.name.as_str(), tool.risk) {
             Some(narrowing) => {
                 std::borrow::Cow::Owned(crate::policy::narrowed(&tool.input_schema, &narrowing))
             }
@@ -269,9 +258,15 @@ impl Runtime {
         self.executions.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// A run context for this host's default identity, with the configured budgets.
+    /// A run context for `principal` of `tenant`, a caller the config vouches for, with the
+    /// configured budgets.
     pub fn context(&self, principal: &str, tenant: &str) -> RunContext {
-        let mut ctx = RunContext::new(principal, tenant);
+        self.context_for(Caller::new(principal, tenant))
+    }
+
+    /// A run context for `caller`, as its door authenticated it, with the configured budgets.
+    pub fn context_for(&self, caller: Caller) -> RunContext {
+        let mut ctx = RunContext::for_caller(caller);
         ctx.budgets = self.run_budgets.clone();
         ctx
     }
@@ -342,9 +337,8 @@ impl Runtime {
                 result_count: usize::from(tool.result.is_some()),
                 limits,
                 grant: &tool.grant,
-                caller: crate::sandbox::Caller {
-                    principal: &ctx.principal,
-                    tenant: &ctx.tenant,
+                call: crate::sandbox::CallIds {
+                    caller: &ctx.caller,
                     run_id: &ctx.run_id,
                     call_id,
                 },

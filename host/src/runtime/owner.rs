@@ -11,7 +11,11 @@ use crate::policy::UNAUTHORIZED_MESSAGE;
 /// its arguments.
 pub(super) fn admission_digest(ctx: &RunContext, call: &ToolCall) -> (String, u64, u64) {
     let (canonical, arguments_len) = canonical_call(&call.name, &call.arguments);
-    let digest = bind_caller(&digest_bytes(&canonical), &ctx.principal, &ctx.tenant);
+    let digest = bind_caller(
+        &digest_bytes(&canonical),
+        &ctx.caller.principal,
+        &ctx.caller.tenant,
+    );
     (digest, canonical.len() as u64, arguments_len as u64)
 }
 

@@ -5,7 +5,6 @@
 use std::time::Instant;
 
 use crate::contract::bounds::check_call;
-use crate::contract::Caller;
 use crate::contract::{Code, RunContext, Status, ToolCall, ToolResult, Usage};
 use crate::contract::{Decision, Risk, Stage};
 use crate::ledger::{CallKey, Held, Inline, Journal, OpenCall};
@@ -59,7 +58,7 @@ impl Runtime {
         // with its first commit (`ledger/journal.rs`).
         let (digest, size, args_size) = admission_digest(ctx, call);
         let late = !self
-            .visible_tool(&ctx.principal, &ctx.tenant, &call.name)
+            .visible_tool(&ctx.caller, &call.name)
             .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));
         let opening = open_call(ctx, call, digest, size, late);
         let mut journal = match self.open(ctx, call, opening, &mut laps).await {
@@ -165,8 +164,8 @@ impl Runtime {
     ) -> ToolResult {
         // 2. resolve, as the caller sees the tools: one the policy hides from it is answered
         // as no tool at all (the ledger says which, for the operator)
-        let resolved = tracing::debug_span!("resolve")
-            .in_scope(|| self.visible_tool(&ctx.principal, &ctx.tenant, &call.name));
+        let resolved =
+            tracing::debug_span!("resolve").in_scope(|| self.visible_tool(&ctx.caller, &call.name));
         laps.lap("resolve");
         let Some(tool) = resolved else {
             let message = format!("there is no tool named {:?}", clip(&call.name, 64));
@@ -252,10 +251,10 @@ impl Runtime {
         tool: &Tool,
         journal: &mut Journal<'_>,
     ) -> Result<(), ToolResult> {
-        let subject = Caller::from(ctx);
+        let subject = &ctx.caller;
         let decision =
             self.policy
-                .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments);
+                .authorize(subject, tool.name.as_str(), tool.risk, &call.arguments);
         if !decision.allowed {
             let (reason, message) = (&decision.reason, decision.message);
             let code = Code::Unauthorized;
@@ -397,8 +396,7 @@ pub(super) fn open_call(
             args_digest: digest,
             args_size: size,
         },
-        principal: ctx.principal.clone(),
-        tenant: ctx.tenant.clone(),
+        caller: ctx.caller.clone(),
         late,
     }
 }

@@ -20,8 +20,8 @@ pub(super) fn call_span(ctx: &RunContext, call: &ToolCall) -> Span {
         call_id = %log_safe(&call.call_id),
         run_id = %log_safe(&ctx.run_id),
         tool = %log_safe(&call.name),
-        principal = %log_safe(&ctx.principal),
-        tenant = %log_safe(&ctx.tenant),
+        principal = %log_safe(&ctx.caller.principal),
+        tenant = %log_safe(&ctx.caller.tenant),
         status = Empty,
         code = Empty,
     )

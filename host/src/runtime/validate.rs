@@ -67,12 +67,12 @@ impl Runtime {
     /// door that answers before running (an MCP task) asks this first, so that a call the
     /// pipeline would refuse is refused at once, and nothing of it is kept for later.
     pub fn would_pass_checks(&self, ctx: &RunContext, call: &ToolCall) -> Option<Passes> {
-        let tool = self.visible_tool(&ctx.principal, &ctx.tenant, &call.name)?;
+        let tool = self.visible_tool(&ctx.caller, &call.name)?;
         self.validate(tool, &call.arguments, None).ok()?;
-        let subject = crate::contract::Caller::from(ctx);
+        let subject = &ctx.caller;
         let allowed = self
             .policy
-            .authorize(&subject, tool.name.as_str(), tool.risk, &call.arguments)
+            .authorize(subject, tool.name.as_str(), tool.risk, &call.arguments)
             .allowed;
         allowed.then(|| Passes {
             needs_approval: crate::policy::needs_approval(tool.approval, tool.risk),

@@ -14,7 +14,7 @@ use crate::contract::LiveSinks;
 
 use super::disk::DiskWatch;
 use super::engine::{deadline_ticks, EPOCH_TICK};
-use super::grant::{build_wasi, Caller, Grant};
+use super::grant::{build_wasi, CallIds, Grant};
 use super::host_api::{CallContext, HostApi, Reports};
 use super::host_budget::{is_table_full, HostBudget, HostBudgetError, HTTP_FIELDS_BYTES};
 use super::limits::{hostcall_bytes, is_hostcall_data_exhausted, CallLimiter, Limits};
@@ -75,8 +75,8 @@ pub struct Invocation<'a> {
     pub result_count: usize,
     pub limits: Limits,
     pub grant: &'a Grant,
-    /// Who the call runs for (the caller's own granted directory, if any).
-    pub caller: Caller<'a>,
+    /// Who the call runs for (the caller's own granted directory, if any) and its ids.
+    pub call: CallIds<'a>,
     /// Cancels the call: the guest is interrupted at its next epoch tick.
     pub cancel: &'a CancellationToken,
     /// Where the guest's progress and log reports go while it runs.
@@ -94,7 +94,7 @@ impl Sandbox {
             result_count,
             limits,
             grant,
-            caller,
+            call,
             cancel,
             live,
         } = invocation;
@@ -106,7 +106,7 @@ impl Sandbox {
             return ended_before_start(over, started);
         }
         let secrets = CallSecrets::new(&grant.secrets);
-        let (wasi, captured) = match build_wasi(grant, caller, &secrets, limits.output_bytes) {
+        let (wasi, captured) = match build_wasi(grant, call, &secrets, limits.output_bytes) {
             Ok(w) => w,
             Err(e) => return setup_failure(e, started),
         };
@@ -124,7 +124,7 @@ impl Sandbox {
                     live,
                     ..Reports::default()
                 },
-                context: call_context(caller, limits),
+                context: call_context(call, limits),
                 secrets: secrets.clone(),
             },
             budget: HostBudget::new(limits.write_bytes),
@@ -253,9 +253,8 @@ impl Sandbox {
             host: HostApi {
                 reports: Reports::default(),
                 context: call_context(
-                    Caller {
-                        principal: "",
-                        tenant: "",
+                    CallIds {
+                        caller: &NOBODY,
                         run_id: "",
                         call_id: "",
                     },
@@ -289,9 +288,16 @@ async fn instantiate_and_call(
     Ok(results)
 }
 
-/// What `host.context()` answers in the call `caller` makes under `limits` (starting now);
-/// the idempotency key is derived when the guest first asks (`HostApi::context`).
-fn call_context(caller: Caller<'_>, limits: &Limits) -> CallContext {
+/// The caller of a benchmark's floor call, which has no caller.
+const NOBODY: crate::contract::Caller = crate::contract::Caller {
+    principal: String::new(),
+    tenant: String::new(),
+    origin: crate::contract::Origin::Local,
+};
+
+/// What `host.context()` answers in `call` under `limits` (starting now); the idempotency key
+/// is derived when the guest first asks (`HostApi::context`).
+fn call_context(call: CallIds<'_>, limits: &Limits) -> CallContext {
     let deadline_unix_ms = std::time::SystemTime::now()
         .checked_add(limits.deadline)
         .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
@@ -299,10 +305,10 @@ fn call_context(caller: Caller<'_>, limits: &Limits) -> CallContext {
             u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
         });
     CallContext {
-        principal: caller.principal.to_string(),
-        tenant: caller.tenant.to_string(),
-        run_id: caller.run_id.to_string(),
-        call_id: caller.call_id.to_string(),
+        principal: call.caller.principal.clone(),
+        tenant: call.caller.tenant.clone(),
+        run_id: call.run_id.to_string(),
+        call_id: call.call_id.to_string(),
         idempotency_key: String::new(),
         deadline_unix_ms,
     }

@@ -13,6 +13,7 @@ use super::host_dir::HostDir;
 use super::network::Allowlist;
 use super::secrets::{CallSecrets, Secrets};
 use super::SandboxError;
+use crate::contract::Caller;
 
 /// A host directory visible to the guest.
 #[derive(Debug, Clone)]
@@ -47,12 +48,11 @@ pub enum PathPart {
     Tenant,
 }
 
-/// The trusted identity a call runs for and the ids it is correlated by: per-caller grants
-/// and the guest's `host.context()`.
+/// One call as the sandbox sees it: the trusted caller it runs for (per-caller grants, the
+/// guest's `host.context()`) and the ids it is correlated by.
 #[derive(Debug, Clone, Copy)]
-pub struct Caller<'a> {
-    pub principal: &'a str,
-    pub tenant: &'a str,
+pub struct CallIds<'a> {
+    pub caller: &'a Caller,
     pub run_id: &'a str,
     pub call_id: &'a str,
 }
@@ -73,7 +73,7 @@ impl DirSource {
     }
 
     /// The directory for `caller`: the fixed one, or the caller's own opened beneath the root.
-    fn for_caller(&self, caller: Caller<'_>) -> Result<Option<HostDir>, SandboxError> {
+    fn for_caller(&self, caller: &Caller) -> Result<Option<HostDir>, SandboxError> {
         let DirSource::PerCaller { root, parts } = self else {
             return Ok(None);
         };
@@ -81,8 +81,8 @@ impl DirSource {
         for part in parts {
             let name = match part {
                 PathPart::Literal(s) => s.as_str(),
-                PathPart::Principal => caller.principal,
-                PathPart::Tenant => caller.tenant,
+                PathPart::Principal => caller.principal.as_str(),
+                PathPart::Tenant => caller.tenant.as_str(),
             };
             let next = dir.as_ref().unwrap_or(root.as_ref()).child(name);
             dir = Some(next.map_err(|e| SandboxError::CallerDir(e.to_string()))?);
@@ -128,7 +128,7 @@ impl Captured {
 /// output ceiling, so that reaching past the ceiling is observable.
 pub fn build_wasi(
     grant: &Grant,
-    caller: Caller<'_>,
+    call: CallIds<'_>,
     secrets: &CallSecrets,
     output_bytes: u64,
 ) -> Result<(WasiCtx, Captured), SandboxError> {
@@ -155,7 +155,7 @@ pub fn build_wasi(
         };
         // The handle, not a path: `/proc/self/fd/N` names the directory opened at load (or
         // just now, beneath it, for this caller); it is dropped once the preopen holds its own.
-        let own = d.source.for_caller(caller)?;
+        let own = d.source.for_caller(call.caller)?;
         let dir = own.as_ref().unwrap_or(d.source.root());
         b.preopened_dir(dir.proc_path(), &d.guest, perms)
             .map_err(|e| SandboxError::Preopen {

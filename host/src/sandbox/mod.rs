@@ -32,7 +32,7 @@ pub use engine::{
     deadline_ticks, EngineSettings, DECOMMIT_BATCH, EPOCH_TICK, MAX_CONCURRENT_INSTANCES,
 };
 pub use executor::{Execution, Fault, Invocation};
-pub use grant::{Caller, DirGrant, DirSource, Grant, PathPart};
+pub use grant::{CallIds, DirGrant, DirSource, Grant, PathPart};
 pub use host_api::{
     idempotency_key, CallContext, Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES,
 };

@@ -22,7 +22,7 @@
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::contract::{Caller, ConfigProblem};
+use crate::contract::{Caller, ConfigProblem, Origin};
 
 /// What `toolhost serve` reads from the config file.
 #[derive(Debug, Clone, Deserialize)]
@@ -329,10 +329,7 @@ impl ServeConfig {
 
     /// The identity of stdio (and tokenless HTTP) sessions.
     pub fn local_identity(&self) -> Caller {
-        Caller {
-            principal: self.principal.clone(),
-            tenant: self.tenant.clone(),
-        }
+        Caller::new(self.principal.clone(), self.tenant.clone())
     }
 
     /// The identity a bearer token stands for, if any configured token matches.
@@ -342,10 +339,8 @@ impl ServeConfig {
         // Look at every entry so the time taken does not say which one matched.
         for t in &self.tokens {
             if t.sha256.matches(&presented) && found.is_none() {
-                found = Some(Caller {
-                    principal: t.principal.clone(),
-                    tenant: t.tenant.clone(),
-                });
+                let (principal, tenant) = (t.principal.clone(), t.tenant.clone());
+                found = Some(Caller::with_origin(principal, tenant, Origin::Token));
             }
         }
         found
@@ -406,10 +401,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             cfg.identify("s3cret"),
-            Some(Caller {
-                principal: "alice".into(),
-                tenant: "acme".into()
-            })
+            Some(Caller::with_origin("alice", "acme", Origin::Token))
         );
         assert_eq!(cfg.identify("s3cre"), None);
         assert_eq!(cfg.identify(""), None);

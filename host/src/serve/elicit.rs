@@ -48,8 +48,8 @@ pub fn question(p: &ApprovalPrompt) -> String {
          arguments sha256: {}\napproval digest: {}\nexpires: {} (unless answered before)\n\n\
          The approval is for this exact call, once.",
         safe(&p.tool),
-        safe(&p.principal),
-        safe(&p.tenant),
+        safe(&p.caller.principal),
+        safe(&p.caller.tenant),
         safe(shown),
         hex::encode(Sha256::digest(args.as_bytes())),
         p.digest,
@@ -134,8 +134,7 @@ mod tests {
         ApprovalPrompt {
             tool: "delete_file".into(),
             canonical_arguments: args,
-            principal: "alice".into(),
-            tenant: "acme".into(),
+            caller: crate::contract::Caller::new("alice", "acme"),
             run_id: "r".into(),
             call_id: "c".into(),
             digest: "d".into(),

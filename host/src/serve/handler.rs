@@ -307,13 +307,8 @@ impl ServerHandler for Session {
             .map_err(|why| ErrorData::invalid_request(why, None))?;
         let runtime = &self.shared.runtime;
         let tools = runtime
-            .visible_tools(&who.principal, &who.tenant)
-            .map(|t| {
-                mcp_tool(
-                    t,
-                    &runtime.offered_input_schema(&who.principal, &who.tenant, t),
-                )
-            })
+            .visible_tools(&who)
+            .map(|t| mcp_tool(t, &runtime.offered_input_schema(&who, t)))
             .collect();
         let mut list = ListToolsResult::with_all_items(tools);
         if stateless::is_stateless(&cx) {

@@ -29,7 +29,7 @@ pub fn wraps_output(
     tool: &str,
 ) -> bool {
     runtime
-        .visible_tool(&caller.principal, &caller.tenant, tool)
+        .visible_tool(caller, tool)
         .is_none_or(|t| !output_is_object(&t.output_schema))
 }
 

@@ -120,8 +120,7 @@ impl StateSeal {
         let prompt = ApprovalPrompt {
             tool: q.tool.to_string(),
             canonical_arguments: String::from_utf8_lossy(&canonical_json(q.arguments)).into_owned(),
-            principal: caller.principal.clone(),
-            tenant: caller.tenant.clone(),
+            caller: caller.clone(),
             run_id: q.run_id.to_string(),
             call_id: q.call_id.to_string(),
             digest,

@@ -27,8 +27,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::jwks::{Jwks, JwksSource};
-use crate::contract::Caller;
 use crate::contract::ConfigProblem;
+use crate::contract::{Caller, Origin};
 
 /// The signature algorithms a token may use: asymmetric only.
 pub const ALGORITHMS: &[Algorithm] = &[
@@ -309,7 +309,10 @@ impl ResourceServer {
                 .collect(),
             _ => Vec::new(),
         };
-        Ok((Caller { principal, tenant }, scopes))
+        let origin = Origin::OAuth {
+            issuer: self.config.issuer.clone(),
+        };
+        Ok((Caller::with_origin(principal, tenant, origin), scopes))
     }
 
     /// The `WWW-Authenticate` value of a 401: the metadata URL, and why a presented token was

@@ -63,9 +63,7 @@ pub fn as_task(
     stateless: bool,
 ) -> Result<bool, ErrorData> {
     // A tool hidden from the caller is no task: the call answers as for no tool.
-    let mode = runtime
-        .visible_tool(&ctx.principal, &ctx.tenant, tool)
-        .map(|t| t.task);
+    let mode = runtime.visible_tool(&ctx.caller, tool).map(|t| t.task);
     let declared = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
     match (mode, declared, stateless) {
         (Some(TaskMode::Required), _, false) => Err(ErrorData::invalid_request(
@@ -177,8 +175,7 @@ impl Tasks {
         };
         let task = NewTask {
             task_id,
-            principal: ctx.principal.clone(),
-            tenant: ctx.tenant.clone(),
+            caller: ctx.caller.clone(),
             run_id: ctx.run_id.clone(),
             call_id: call.call_id.clone(),
             tool: call.name.clone(),
@@ -214,8 +211,8 @@ impl Tasks {
                 return Ok(self.refuse(runtime, &ctx, &call, message).await);
             }
             TaskCreated::Exists => {
-                let caller = Caller::from(&ctx);
-                let known = self.find(runtime, &caller, &task.task_id).await.ok();
+                let caller = &ctx.caller;
+                let known = self.find(runtime, caller, &task.task_id).await.ok();
                 return Ok(known
                     .filter(|t| t.call_digest == task.call_digest)
                     .map_or(Created::Answer, |t| {
@@ -386,7 +383,7 @@ impl Tasks {
         if !blocking(move || rt.ledger().retarget_task(&id, &from, &next)).await? {
             return Ok(()); // another update moved it first
         }
-        let mut ctx = runtime.context(&caller.principal, &caller.tenant);
+        let mut ctx = runtime.context_for(caller.clone());
         ctx.run_id = task.run_id.clone();
         let call = ToolCall {
             call_id: to,
@@ -455,8 +452,8 @@ fn named_task(ctx: &RunContext, call_id: &str) -> String {
     let mut h = Sha256::new();
     for part in [
         "toolhost task",
-        &ctx.principal,
-        &ctx.tenant,
+        &ctx.caller.principal,
+        &ctx.caller.tenant,
         &ctx.run_id,
         call_id,
     ] {

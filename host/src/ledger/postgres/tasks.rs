@@ -22,8 +22,8 @@ impl PgStore {
         let content = content.map(str::to_owned);
         let t = serde_json::to_string(&json!({
             "task_id": task.task_id,
-            "principal": task.principal,
-            "tenant": task.tenant,
+            "principal": task.caller.principal,
+            "tenant": task.caller.tenant,
             "run_id": task.run_id,
             "call_id": task.call_id,
             "tool": task.tool,

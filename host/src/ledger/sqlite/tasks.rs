@@ -31,9 +31,10 @@ pub(super) fn create(
              WHERE principal = ?1 AND tenant = ?2 AND open_bytes IS NOT NULL
                AND expires_at_ms > ?3",
         )?
-        .query_row(params![task.principal, task.tenant, now], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
+        .query_row(
+            params![task.caller.principal, task.caller.tenant, now],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
     let size = i64::try_from(task.arguments.len()).unwrap_or(i64::MAX);
     if !caps.admit(open, bytes, size) {
         return Ok(TaskCreated::Full);
@@ -45,8 +46,8 @@ pub(super) fn create(
     )?
     .execute(params![
         task.task_id,
-        task.principal,
-        task.tenant,
+        task.caller.principal,
+        task.caller.tenant,
         task.run_id,
         task.call_id,
         task.tool,

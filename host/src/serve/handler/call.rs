@@ -60,7 +60,7 @@ impl Session {
             return Ok(call_result(&refusal.result(&call), true).into());
         }
         let runtime = self.shared.runtime.clone();
-        let mut ctx = runtime.context(&identity.principal, &identity.tenant);
+        let mut ctx = runtime.context_for(identity.clone());
         ctx.run_id = place.run_id;
         ctx.cancel = self.cancel.child_token();
         // A 2026-07-28 retry answering an approval: it runs where the first round ran.
