@@ -43,12 +43,12 @@ pub fn check(data: &[u8]) {
     let (candidate, rest) = text.split_once('\n').unwrap_or((text, ""));
     let arguments =
         serde_json::from_str::<Value>(rest).unwrap_or_else(|_| Value::String(rest.to_string()));
-    let call = ApprovalSubject {
-        tool: "delete_file".into(),
-        arguments,
-        caller: Caller::new("alice", "acme"),
-        run_id: "run-1".into(),
-    };
+    let call = ApprovalSubject::new(
+        "delete_file",
+        &arguments,
+        &Caller::new("alice", "acme"),
+        "run-1",
+    );
     as_handle(candidate, &call);
     as_token(candidate, &call);
     genuine(&call, 1 + data.len() as u64 % 1800);

@@ -34,7 +34,9 @@ async fn approved(rt: &Runtime, ctx: &RunContext, call: &ToolCall) -> String {
     let r = rt.run_call(ctx, call, None).await;
     assert_eq!(r.code, Some(Code::ApprovalRequired), "{r:?}");
     let handle = r.approval.expect("an approval request").handle;
-    rt.mint_approval(&handle).expect("the handle was asked for")
+    rt.approvals()
+        .mint(&handle)
+        .expect("the handle was asked for")
 }
 
 /// The result failed with exactly `code`, ran nothing, and its message names no token part.

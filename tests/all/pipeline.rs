@@ -212,20 +212,20 @@ async fn approval_binds_to_the_exact_call_and_is_single_use() {
     // What a human is shown is what the token runs: arguments this ledger does not keep must
     // be given, and must be the call's.
     assert!(matches!(
-        rt.approval_call(&handle, None),
+        rt.approvals().call(&handle, None),
         Err(toolhost::ApproveError::ArgumentsNeeded)
     ));
     let tampered = json!({"path": "alice/note.txt", "content": "other"});
     assert!(matches!(
-        rt.approval_call(&handle, Some(&tampered)),
+        rt.approvals().call(&handle, Some(&tampered)),
         Err(toolhost::ApproveError::ArgumentsMismatch)
     ));
-    let (record, shown) = rt.approval_call(&handle, Some(&args)).unwrap();
+    let (record, shown) = rt.approvals().call(&handle, Some(&args)).unwrap();
     assert_eq!(record.call_id, "w1");
     assert_eq!(shown, args);
-    let token = rt.mint_approval(&handle).unwrap();
+    let token = rt.approvals().mint(&handle).unwrap();
     assert!(
-        rt.mint_approval(&format!("{}0", &handle)).is_err(),
+        rt.approvals().mint(&format!("{}0", &handle)).is_err(),
         "an unrequested handle was approved"
     );
 
@@ -287,7 +287,7 @@ async fn late_approval_is_expired() {
     let r = rt
         .run_call(&alice, &call("l1", "write_text", args.clone()), None)
         .await;
-    let token = rt.mint_approval(&r.approval.unwrap().handle).unwrap();
+    let token = rt.approvals().mint(&r.approval.unwrap().handle).unwrap();
     rt.clock().advance(Duration::from_secs(3));
     let r = rt
         .run_call(&alice, &call("l2", "write_text", args), Some(&token))

@@ -25,6 +25,7 @@ pub mod redact;
 pub mod run;
 pub mod schema;
 pub mod sse;
+mod step;
 pub mod turn;
 
 pub use approve_command::CommandApprover;

@@ -16,12 +16,11 @@ use super::guards::{AgentConfig, StopReason};
 use super::provider::{Failed, Provider, ProviderError};
 use super::redact::Redactor;
 use super::schema::provider_schema;
-use super::turn::{ModelTurn, ProposedCall, TokenUsage};
-use crate::contract::canonical::canonical_json;
-use crate::contract::canonical::digest_bytes;
-use crate::contract::{Caller, Code, RunContext, Stage, Status, ToolCall, ToolResult, Usage};
-use crate::runtime::batch::Proposal;
+use super::step::{refuse_rest, repeat_key, run_step};
+use super::turn::{ModelTurn, TokenUsage};
+use crate::contract::{Caller, Code, RunContext, Status, ToolCall};
 use crate::runtime::guards::TOOL_CALLS_EXHAUSTED;
+use crate::runtime::Prepared;
 use crate::Runtime;
 
 /// How a run ended, for a screen and for JSON.
@@ -212,13 +211,10 @@ async fn drive(
                 };
             }
         };
-        let _ = runtime.ledger().transcript(
-            &ctx.run_id,
-            step,
-            "model_response",
+        let _ = runtime.transcribe_digest(
+            (&ctx.run_id, step, "model_response"),
             &completion.response_digest,
             completion.response_bytes,
-            "",
         );
         let turn = completion.turn;
         if let Some(u) = turn.usage {
@@ -242,23 +238,31 @@ async fn drive(
 
         // Repeated-call detection, before anything runs: the repeat that reaches the limit and
         // every proposal after it are refused (recorded, never run), and the run stops.
+        // Each call whose arguments arrived whole is prepared once (its tool, its canonical
+        // form): the repeat guard's key and the pipeline read the same.
+        let mut prepared: Vec<Option<Prepared>> = calls
+            .iter()
+            .zip(&turn.calls)
+            .map(|((c, _), p)| p.arguments.is_ok().then(|| runtime.prepare(&ctx.caller, c)))
+            .collect();
         let mut repeated = None;
-        let mut runnable = Vec::new();
-        for (c, proposed) in calls.iter().zip(&turn.calls) {
-            if repeated.is_some() {
-                break;
-            }
-            let n = st.repeats.entry(repeat_key(&c.0, proposed)).or_insert(0);
+        for (at, (proposed, prepared)) in turn.calls.iter().zip(&prepared).enumerate() {
+            let n = st
+                .repeats
+                .entry(repeat_key(proposed, prepared.as_ref()))
+                .or_insert(0);
             *n += 1;
             if *n >= config.repeat_limit.max(1) {
-                repeated = Some(runnable.len());
-            } else {
-                runnable.push(c.clone());
+                repeated = Some(at);
+                break;
             }
         }
-        let mut results = run_step(runtime, ctx, &turn, &runnable).await;
+        let ran = repeated.unwrap_or(calls.len());
+        let after = prepared.split_off(ran);
+        let mut results = run_step(runtime, ctx, &turn, &calls[..ran], prepared).await;
         if let Some(at) = repeated {
-            results.extend(refuse_rest(runtime, ctx, &calls[at..], config.repeat_limit).await);
+            let rest = (&calls[at..], &after[..]);
+            results.extend(refuse_rest(runtime, ctx, rest, config.repeat_limit).await);
         }
         let mut budget_stop = None;
         let mut terminal = false;
@@ -324,41 +328,6 @@ async fn drive(
     }
 }
 
-/// The repeated proposal (`repeated_call`) and those after it in its turn (`cancelled`: the
-/// run stops before them), each recorded with its outcome; none runs.
-async fn refuse_rest(
-    runtime: &Runtime,
-    ctx: &RunContext,
-    rest: &[(ToolCall, String)],
-    limit: u32,
-) -> Vec<ToolResult> {
-    let mut out = Vec::with_capacity(rest.len());
-    for (i, (call, _)) in rest.iter().enumerate() {
-        let result = if i == 0 {
-            ToolResult::failed(
-                call,
-                Code::RepeatedCall,
-                format!(
-                    "not run: this call repeats an earlier one of this run ({limit} times with \
-                     the same arguments); the run stops here"
-                ),
-                Usage::default(),
-            )
-        } else {
-            let mut r = ToolResult::failed(
-                call,
-                Code::Cancelled,
-                "not run: the run stopped at a repeated call proposed before this one",
-                Usage::default(),
-            );
-            r.status = Status::Cancelled;
-            r
-        };
-        out.push(runtime.refuse_at(ctx, call, Stage::Limit, result).await);
-    }
-    out
-}
-
 /// The assistant message to keep in the history (every call with an id the tool message can
 /// answer, with its arguments as proposed — also broken ones, so the model can see its
 /// mistake) and the calls with their ledger ids and provider ids.
@@ -404,76 +373,11 @@ fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, Stri
     (message, calls)
 }
 
-/// Run one step's calls as a batch; calls whose arguments did not arrive whole are recorded
-/// with their `invalid_arguments` result instead. Results are in proposal order.
-async fn run_step(
-    runtime: &Runtime,
-    ctx: &RunContext,
-    turn: &ModelTurn,
-    calls: &[(ToolCall, String)],
-) -> Vec<ToolResult> {
-    let broken: HashMap<&str, &ToolResult> = turn
-        .calls
-        .iter()
-        .zip(calls.iter())
-        .filter_map(|(p, (c, _))| {
-            p.arguments
-                .as_ref()
-                .err()
-                .map(|r| (c.call_id.as_str(), &**r))
-        })
-        .collect();
-    let proposals: Vec<Proposal> = calls
-        .iter()
-        .filter(|(c, _)| !broken.contains_key(c.call_id.as_str()))
-        .map(|(c, _)| Proposal {
-            call: c.clone(),
-            approval_token: None,
-        })
-        .collect();
-    let mut ran = runtime.run_batch(ctx, &proposals).await.into_iter();
-    let mut results = Vec::with_capacity(calls.len());
-    for (c, _) in calls {
-        results.push(match broken.get(c.call_id.as_str()) {
-            Some(r) => {
-                let mut r = (*r).clone();
-                r.call_id = c.call_id.clone();
-                r.tool = c.name.clone();
-                runtime.refuse(ctx, c, r).await
-            }
-            None => ran.next().expect("one result per proposal"),
-        });
-    }
-    results
-}
-
-/// What makes two proposals "the same call": the tool and its canonical arguments, or, when
-/// the arguments did not parse, the exact text sent (two different broken strings are two
-/// different calls).
-fn repeat_key(c: &ToolCall, proposed: &ProposedCall) -> String {
-    let arguments = match &proposed.arguments {
-        Ok(_) => c.arguments.clone(),
-        Err(_) => json!({"unparsed": proposed.proposed_digest}),
-    };
-    digest_bytes(&canonical_json(
-        &json!({"tool": c.name, "arguments": arguments}),
-    ))
-}
-
 fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes: &[u8]) {
-    let _ = runtime.ledger().transcript(
-        &ctx.run_id,
-        step,
-        kind,
-        &digest_bytes(bytes),
-        bytes.len() as u64,
-        "",
-    );
+    let _ = runtime.transcribe((&ctx.run_id, step, kind), bytes);
 }
 
 /// A transcript entry that is only operator text.
 fn note(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, detail: &str) {
-    let _ = runtime
-        .ledger()
-        .transcript(&ctx.run_id, step, kind, "", 0, detail);
+    let _ = runtime.transcribe_note((&ctx.run_id, step, kind), detail);
 }

@@ -30,7 +30,7 @@ pub(super) fn approve(rt: &Runtime, handle: &str, arguments: Option<&str>, yes: 
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let (record, arguments) = match rt.approval_call(handle, given.as_ref()) {
+    let (record, arguments) = match rt.approvals().call(handle, given.as_ref()) {
         Ok(found) => found,
         Err(e) => return usage_error(&e),
     };
@@ -39,7 +39,7 @@ pub(super) fn approve(rt: &Runtime, handle: &str, arguments: Option<&str>, yes: 
         crate::telemetry::say(tracing::Level::ERROR, "not approved");
         return ExitCode::from(EXIT_NOT_COMPLETED);
     }
-    match rt.mint_approval(handle) {
+    match rt.approvals().mint(handle) {
         Ok(token) => {
             out!("{token}");
             ExitCode::SUCCESS

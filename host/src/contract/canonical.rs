@@ -33,7 +33,35 @@ pub fn digest_bytes(bytes: &[u8]) -> String {
 /// The digest of `call`'s tool and canonical arguments, whoever asks: two calls with the same
 /// digest are the same call.
 pub fn call_digest(call: &ToolCall) -> String {
-    digest_bytes(&canonical_call(&call.name, &call.arguments).0)
+    canonical_call(&call.name, &call.arguments).digest()
+}
+
+/// The canonical form of a call (its tool and arguments), computed once and read by every
+/// stage that binds to it: admission, approval, tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanonicalCall {
+    /// `{"arguments":…,"tool":…}` in canonical JSON.
+    bytes: Vec<u8>,
+    /// Where the arguments' own canonical form sits within `bytes`.
+    arguments: std::ops::Range<usize>,
+}
+
+impl CanonicalCall {
+    /// The whole canonical call.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The arguments' canonical form (a slice of [`bytes`](Self::bytes)).
+    pub fn arguments(&self) -> &[u8] {
+        &self.bytes[self.arguments.clone()]
+    }
+
+    /// The call's fingerprint: [`digest_bytes`] of [`bytes`](Self::bytes), the same as
+    /// [`call_digest`].
+    pub fn digest(&self) -> String {
+        digest_bytes(&self.bytes)
+    }
 }
 
 /// The largest integer magnitude a double holds exactly (2^53).
@@ -47,18 +75,57 @@ pub fn canonical_json(v: &Value) -> Vec<u8> {
 }
 
 /// `canonical_json(&json!({"tool": tool, "arguments": arguments}))`, without copying the
-/// arguments into a new value first ("arguments" sorts before "tool"), and the length of the
-/// arguments' own canonical form within it.
-pub fn canonical_call(tool: &str, arguments: &Value) -> (Vec<u8>, usize) {
+/// arguments into a new value first ("arguments" sorts before "tool").
+pub fn canonical_call(tool: &str, arguments: &Value) -> CanonicalCall {
     const PREFIX: &[u8] = b"{\"arguments\":";
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(PREFIX);
     write_value(&mut out, arguments);
-    let arguments_len = out.len() - PREFIX.len();
+    let arguments = PREFIX.len()..out.len();
     out.extend_from_slice(b",\"tool\":");
     write_str(&mut out, tool);
     out.push(b'}');
-    (out, arguments_len)
+    CanonicalCall {
+        bytes: out,
+        arguments,
+    }
+}
+
+/// The canonical form of an object whose members are given in JCS order (names strictly
+/// increasing by UTF-16 code units, the caller's promise, checked in debug builds), each value
+/// already in canonical form: how a binding over canonical arguments is written without
+/// parsing them back.
+pub fn canonical_object(members: &[(&str, Member<'_>)]) -> Vec<u8> {
+    debug_assert!(
+        members.windows(2).all(|w| {
+            w[0].0.encode_utf16().cmp(w[1].0.encode_utf16()) == std::cmp::Ordering::Less
+        }),
+        "members out of JCS order"
+    );
+    let mut out = Vec::with_capacity(128);
+    out.push(b'{');
+    for (i, (name, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(&mut out, name);
+        out.push(b':');
+        match value {
+            Member::Canonical(bytes) => out.extend_from_slice(bytes),
+            Member::Str(s) => write_str(&mut out, s),
+        }
+    }
+    out.push(b'}');
+    out
+}
+
+/// One member value of [`canonical_object`].
+#[derive(Debug, Clone, Copy)]
+pub enum Member<'a> {
+    /// Bytes already in canonical form (e.g. [`CanonicalCall::arguments`]).
+    Canonical(&'a [u8]),
+    /// A string, written as JCS writes it.
+    Str(&'a str),
 }
 
 fn write_value(out: &mut Vec<u8>, v: &Value) {
@@ -223,13 +290,33 @@ mod tests {
             ),
             ("", json!({})),
         ] {
-            let (bytes, arguments_len) = canonical_call(tool, &args);
+            let call = canonical_call(tool, &args);
             assert_eq!(
-                bytes,
+                call.bytes(),
                 canonical_json(&json!({"tool": tool, "arguments": args}))
             );
-            assert_eq!(arguments_len, canonical_json(&args).len());
+            assert_eq!(call.arguments(), canonical_json(&args));
+            assert_eq!(call.digest(), digest_bytes(call.bytes()));
         }
+    }
+
+    /// An object written from canonical members is the canonical form of the same object.
+    #[test]
+    fn canonical_object_is_the_canonical_object() {
+        let args =
+            json!({"é": [1.5, null, {"z": "\n", "y": 9007199254740993u64}], "a": "\u{2028}"});
+        let canonical_args = canonical_json(&args);
+        let written = canonical_object(&[
+            ("arguments", Member::Canonical(&canonical_args)),
+            ("domain", Member::Str("toolhost\u{7f}\"x")),
+            ("part", Member::Str("call")),
+        ]);
+        let expected = canonical_json(&json!({
+            "part": "call",
+            "domain": "toolhost\u{7f}\"x",
+            "arguments": args,
+        }));
+        assert_eq!(written, expected);
     }
 
     fn canon(text: &str) -> String {

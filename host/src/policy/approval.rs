@@ -56,7 +56,7 @@ use sha2::{Digest as _, Sha256};
 use super::config::DEFAULT_TTL_SECS;
 use super::keyfile::{self, KEY_LEN};
 use super::PolicyError;
-use crate::contract::canonical::canonical_json;
+use crate::contract::canonical::{canonical_json, canonical_object, Member};
 pub use crate::contract::ApprovalMode;
 use crate::contract::Caller;
 use crate::contract::Risk;
@@ -83,8 +83,8 @@ pub fn needs_approval(mode: ApprovalMode, risk: Risk) -> bool {
 pub struct ApprovalSubject {
     /// The model-facing tool name.
     pub tool: String,
-    /// The validated arguments.
-    pub arguments: Value,
+    /// The validated arguments, in canonical JSON (RFC 8785).
+    pub canonical_arguments: Vec<u8>,
     /// From the trusted run context, never from the arguments.
     pub caller: Caller,
     pub run_id: String,
@@ -92,9 +92,15 @@ pub struct ApprovalSubject {
 
 impl ApprovalSubject {
     pub fn new(tool: &str, arguments: &Value, subject: &Caller, run_id: &str) -> Self {
+        ApprovalSubject::from_canonical(tool, &canonical_json(arguments), subject, run_id)
+    }
+
+    /// The subject of a call whose arguments are already in canonical form (the pipeline's
+    /// [`crate::contract::canonical::CanonicalCall::arguments`]).
+    pub fn from_canonical(tool: &str, arguments: &[u8], subject: &Caller, run_id: &str) -> Self {
         ApprovalSubject {
             tool: tool.to_string(),
-            arguments: arguments.clone(),
+            canonical_arguments: arguments.to_vec(),
             caller: subject.clone(),
             run_id: run_id.to_string(),
         }
@@ -109,12 +115,23 @@ fn binding(part: &str, fields: Value) -> String {
     hex::encode(Sha256::digest(canonical_json(&doc)))
 }
 
+/// What a token binds of the call itself: tool, arguments and run — the canonical form of
+/// `{"arguments", "domain", "part": "call", "run_id", "tool"}`, written around the arguments'
+/// canonical bytes rather than parsing them back.
+fn call_binding_of(tool: &str, canonical_arguments: &[u8], run_id: &str) -> String {
+    let doc = canonical_object(&[
+        ("arguments", Member::Canonical(canonical_arguments)),
+        ("domain", Member::Str(APPROVAL_DOMAIN)),
+        ("part", Member::Str("call")),
+        ("run_id", Member::Str(run_id)),
+        ("tool", Member::Str(tool)),
+    ]);
+    hex::encode(Sha256::digest(doc))
+}
+
 /// What a token binds of the call itself: tool, arguments and run.
 fn call_binding(call: &ApprovalSubject) -> String {
-    binding(
-        "call",
-        json!({"tool": call.tool, "arguments": call.arguments, "run_id": call.run_id}),
-    )
+    call_binding_of(&call.tool, &call.canonical_arguments, &call.run_id)
 }
 
 /// What a token binds of the caller: principal and tenant.
@@ -180,16 +197,21 @@ pub fn request(
     now: u64,
     ttl_secs: u64,
 ) -> ApprovalRequest {
-    let expires_at = now.saturating_add(ttl_secs).min(i64::MAX as u64);
     let call = ApprovalSubject::new(tool, args, subject, run_id);
-    let handle = handle_of(&call, expires_at);
+    request_for(&call, now, ttl_secs)
+}
+
+/// [`request`] for a call already bound as an [`ApprovalSubject`].
+fn request_for(call: &ApprovalSubject, now: u64, ttl_secs: u64) -> ApprovalRequest {
+    let expires_at = now.saturating_add(ttl_secs).min(i64::MAX as u64);
+    let handle = handle_of(call, expires_at);
     ApprovalRequest {
         digest: approval_id(&handle),
         handle,
-        tool: tool.to_string(),
-        principal: subject.principal.clone(),
-        tenant: subject.tenant.clone(),
-        run_id: run_id.to_string(),
+        tool: call.tool.clone(),
+        principal: call.caller.principal.clone(),
+        tenant: call.caller.tenant.clone(),
+        run_id: call.run_id.clone(),
         expires_at,
     }
 }
@@ -242,17 +264,19 @@ fn split_handle(handle: &str) -> Result<Handle<'_>, &'static str> {
     })
 }
 
-/// Whether `handle` was issued for a call of `tool` with exactly `arguments` in `run_id` (its
-/// call binding), so a human shown those arguments is shown what the token will run.
-pub fn handle_binds_call(handle: &str, tool: &str, arguments: &Value, run_id: &str) -> bool {
+/// Whether `handle` was issued for a call of `tool` with exactly `canonical_arguments` (RFC
+/// 8785) in `run_id` (its call binding), so a human shown those arguments is shown what the
+/// token will run.
+pub fn handle_binds_call(
+    handle: &str,
+    tool: &str,
+    canonical_arguments: &[u8],
+    run_id: &str,
+) -> bool {
     let Ok(h) = split_handle(handle.trim()) else {
         return false;
     };
-    let bound = binding(
-        "call",
-        json!({"tool": tool, "arguments": arguments, "run_id": run_id}),
-    );
-    h.call == bound
+    h.call == call_binding_of(tool, canonical_arguments, run_id)
 }
 
 /// A handle's approval id and expiry.
@@ -386,15 +410,7 @@ impl ApprovalKey {
 
     /// [`request`] for this call: valid `ttl_secs` from `now`, capped at this key's TTL.
     pub fn request(&self, call: &ApprovalSubject, now: u64, ttl_secs: u64) -> ApprovalRequest {
-        let ttl_secs = ttl_secs.min(self.ttl_secs);
-        request(
-            &call.tool,
-            &call.arguments,
-            &call.caller,
-            &call.run_id,
-            now,
-            ttl_secs,
-        )
+        request_for(call, now, ttl_secs.min(self.ttl_secs))
     }
 
     fn mac(&self, handle: &str) -> HmacSha256 {
@@ -540,6 +556,26 @@ mod tests {
     fn token_for(k: &ApprovalKey) -> String {
         let req = request("delete_tree", &args(), &alice(), RUN, NOW, 900);
         k.mint_at(&req.handle, NOW + 10).unwrap()
+    }
+
+    /// The call binding written around canonical arguments is the canonical form of the whole
+    /// binding document, so handles minted either way bind the same calls.
+    #[test]
+    fn the_call_binding_is_the_canonical_document() {
+        for (tool, args, run) in [
+            ("delete_tree", json!({"path": "a", "depth": 3}), "run-1"),
+            (
+                "t\u{2028}\"",
+                json!({"é": [1.5, null, 9007199254740993u64]}),
+                "",
+            ),
+        ] {
+            let whole = binding(
+                "call",
+                json!({"tool": tool, "arguments": args, "run_id": run}),
+            );
+            assert_eq!(call_binding_of(tool, &canonical_json(&args), run), whole);
+        }
     }
 
     fn verify_err(k: &ApprovalKey, token: &str, call: &ApprovalSubject) -> ApprovalFailure {

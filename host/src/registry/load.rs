@@ -196,7 +196,8 @@ impl Registry {
                     second: here,
                 });
             }
-            self.tools.insert(name.to_string(), tool);
+            self.tools
+                .insert(name.to_string(), std::sync::Arc::new(tool));
         }
         Ok(())
     }

@@ -199,7 +199,8 @@ impl Tool {
 /// All loaded tools by model-facing name.
 #[derive(Default)]
 pub struct Registry {
-    tools: BTreeMap<String, Tool>,
+    /// Shared, so that a call holds its tool for as long as it runs.
+    tools: BTreeMap<String, std::sync::Arc<Tool>>,
     /// How each component was obtained (compiled or from the cache), in load order.
     pub origins: Vec<(PathBuf, Origin)>,
     /// Non-fatal findings for the operator (e.g. a component without embedded docs).
@@ -243,10 +244,15 @@ impl Registry {
     }
 
     pub fn get(&self, name: &str) -> Option<&Tool> {
-        self.tools.get(name)
+        self.tools.get(name).map(|t| &**t)
+    }
+
+    /// The tool `name`, shared: what a call holds while it runs.
+    pub fn shared(&self, name: &str) -> Option<std::sync::Arc<Tool>> {
+        self.tools.get(name).cloned()
     }
 
     pub fn tools(&self) -> impl Iterator<Item = &Tool> {
-        self.tools.values()
+        self.tools.values().map(|t| &**t)
     }
 }

@@ -6,14 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::contract::{Code, RunContext, ToolCall, ToolResult, Usage};
-use crate::ledger::{Held, Journal, OpenCall, Waited};
-use crate::telemetry::Laps;
+use crate::contract::{ToolCall, ToolResult};
+use crate::ledger::{Held, OpenCall, Waited};
 
-use tracing::Instrument;
-
-use super::owner::{admission_digest, foreign};
-use super::pipeline::{duplicate_call_id, open_call};
+use super::endings::{duplicate_call_id, foreign, still_running};
 use super::Runtime;
 
 /// How soon a duplicate of a running call first checks whether the original has finished;
@@ -36,101 +32,37 @@ const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
 /// patience is.
 pub const MAX_WAITING_DUPLICATES: usize = 64;
 
-/// How many times a copy opens its call again after the original it waited for was given up
-/// before admission (see [`Runtime::open`]). Each time costs a wait for a claim that then
-/// vanished; past this, a client cancelling its own proposals in a loop gets "still running"
-/// instead of keeping a copy cycling.
-const MAX_REOPENS: usize = 2;
-
-impl Runtime {
-    /// Stage 1: admit the call (or claim its id), or answer it. A copy of a running call
-    /// waits for the original's outcome; if the original was given up before it was admitted
-    /// (its future dropped), nothing of it was recorded and the copy opens the call again, at
-    /// most [`MAX_REOPENS`] times.
-    pub(super) async fn open(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-        mut opening: OpenCall,
-        laps: &mut Laps,
-    ) -> Result<Journal<'_>, ToolResult> {
-        let late = opening.late;
-        for _ in 0..=MAX_REOPENS {
-            let admitted = self
-                .ledger
-                .open_call(opening, self.inline())
-                .instrument(tracing::debug_span!("admit"))
-                .await;
-            laps.lap("admit");
-            match admitted {
-                Ok(journal) => return Ok(journal),
-                Err(Held::InFlight) => {
-                    let copy = copy_of(ctx, call, late);
-                    match self.wait_for_original(call, &copy).await {
-                        Some(answer) => return Err(answer),
-                        None => opening = copy,
-                    }
-                }
-                Err(held) => return Err(self.held(ctx, call, held).await),
-            }
+/// A copy of a running call waits for the original's recorded outcome (never runs). The
+/// outcome answers it only if it is this call's ([`crate::ledger::Ledger::waited`]); `copy`
+/// is the call as the ledger is asked about it. `None`: the original was given up before it
+/// was admitted, and nothing holds the id.
+pub(super) async fn wait_for_original(
+    rt: &Runtime,
+    call: &ToolCall,
+    copy: &OpenCall,
+) -> Option<ToolResult> {
+    let Some(_waiting) = Waiting::enter(&rt.waiting_duplicates) else {
+        return Some(still_running(call));
+    };
+    let patience = rt
+        .registry
+        .get(&call.name)
+        .map_or(Duration::ZERO, |t| t.limits.deadline)
+        + IN_FLIGHT_GRACE;
+    let until = Instant::now() + patience;
+    let mut poll = IN_FLIGHT_POLL;
+    while Instant::now() < until {
+        tokio::time::sleep(poll).await;
+        poll = (poll * 2).min(IN_FLIGHT_POLL_MAX);
+        match rt.ledger.waited(copy, rt.inline()).await {
+            Waited::Answered(Held::Replay(recorded)) => return Some(*recorded),
+            Waited::Answered(Held::Foreign) => return Some(foreign(call)),
+            Waited::Answered(Held::Reused) => return Some(duplicate_call_id(call)),
+            Waited::Vanished => return None,
+            Waited::Pending | Waited::Answered(Held::InFlight | Held::Fault(_)) => {}
         }
-        Err(still_running(call))
     }
-
-    /// A duplicate of a running call waits for the original's recorded outcome (never runs).
-    /// The outcome answers it only if it is this call's ([`crate::ledger::Ledger::waited`]).
-    /// `None`: the original was given up before it was admitted, and nothing holds the id.
-    pub(super) async fn await_original(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-    ) -> Option<ToolResult> {
-        self.wait_for_original(call, &copy_of(ctx, call, false))
-            .await
-    }
-
-    /// [`Runtime::await_original`] for `copy`, the call as the ledger is asked about it.
-    async fn wait_for_original(&self, call: &ToolCall, copy: &OpenCall) -> Option<ToolResult> {
-        let Some(_waiting) = Waiting::enter(&self.waiting_duplicates) else {
-            return Some(still_running(call));
-        };
-        let patience = self
-            .registry
-            .get(&call.name)
-            .map_or(Duration::ZERO, |t| t.limits.deadline)
-            + IN_FLIGHT_GRACE;
-        let until = Instant::now() + patience;
-        let mut poll = IN_FLIGHT_POLL;
-        while Instant::now() < until {
-            tokio::time::sleep(poll).await;
-            poll = (poll * 2).min(IN_FLIGHT_POLL_MAX);
-            match self.ledger.waited(copy, self.inline()).await {
-                Waited::Answered(Held::Replay(recorded)) => return Some(*recorded),
-                Waited::Answered(Held::Foreign) => return Some(foreign(call)),
-                Waited::Answered(Held::Reused) => return Some(duplicate_call_id(call)),
-                Waited::Vanished => return None,
-                Waited::Pending | Waited::Answered(Held::InFlight | Held::Fault(_)) => {}
-            }
-        }
-        Some(still_running(call))
-    }
-}
-
-/// `call` as the ledger is asked about it: its admission key (which binds the caller), opened
-/// `late` or not when it is opened again.
-fn copy_of(ctx: &RunContext, call: &ToolCall, late: bool) -> OpenCall {
-    let (digest, size, _) = admission_digest(ctx, call);
-    open_call(ctx, call, digest, size, late)
-}
-
-/// The answer to a copy whose original did not end while it waited (or that could not wait).
-pub(super) fn still_running(call: &ToolCall) -> ToolResult {
-    ToolResult::failed(
-        call,
-        Code::DuplicateCallId,
-        "a call with this id is still running",
-        Usage::default(),
-    )
+    Some(still_running(call))
 }
 
 /// One copy waiting for its original, counted while it waits (see [`MAX_WAITING_DUPLICATES`]).

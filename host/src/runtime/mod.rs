@@ -1,24 +1,27 @@
-//! The call pipeline: resolve → convert (strict WIT typing) → execute → check output → result.
+//! The call pipeline: a proposal is prepared once ([`Prepared`]: its tool as the caller sees
+//! it, its canonical form), then passes the stages in the order `pipeline.rs` gives them, one
+//! file each under `stages/`, over one per-call value.
 //!
 //! Every stage can end the call, and every ending is a [`ToolResult`] recorded in the ledger;
-//! nothing here panics on input from a model or a guest. The stages are in [`pipeline`].
+//! nothing here panics on input from a model or a guest.
 
 mod diagnostics;
 pub mod guards;
 pub mod stream_args;
 
-mod approve;
+mod approvals;
 pub mod batch;
-mod check;
 mod clock;
 mod copies;
-mod limits;
-mod owner;
+mod endings;
+mod inflight;
 mod pipeline;
+mod prepared;
 mod reconcile;
-mod record;
+mod records;
+mod stages;
+pub mod tasks;
 mod trace;
-mod validate;
 
 use wasmtime::component::Val;
 
@@ -29,11 +32,14 @@ use crate::registry::{Registry, Tool};
 use crate::sandbox::{Execution, Sandbox};
 use guards::{Concurrency, RateLimiter};
 
+pub use approvals::{parse_handle, ApprovalFailure, Approvals};
 pub use clock::Clock;
 pub use copies::MAX_WAITING_DUPLICATES;
 pub use diagnostics::Diagnostics;
+pub use prepared::{Prepared, Work};
 pub use reconcile::ReconcileError;
-pub use validate::Passes;
+pub use records::TranscriptAt;
+pub use stages::validate::Passes;
 
 /// Largest serialized argument object accepted, checked before anything else looks at it.
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
@@ -63,6 +69,8 @@ pub struct Runtime {
     in_flight: std::sync::atomic::AtomicUsize,
     /// Copies of running calls waiting for their originals now (`copies.rs`).
     waiting_duplicates: std::sync::atomic::AtomicUsize,
+    /// Per-call work done once, counted ([`Runtime::work`]).
+    work: prepared::WorkCounts,
 }
 
 /// Why an approval could not be minted.
@@ -118,73 +126,13 @@ impl Runtime {
             executions: std::sync::atomic::AtomicU64::new(0),
             in_flight: Default::default(),
             waiting_duplicates: Default::default(),
+            work: Default::default(),
         }
-    }
-
-    /// Who may approve calls of `tool`: its own setting, else the policy's default.
-    pub fn approvers(&self, tool: &crate::registry::Tool) -> crate::contract::Approvers {
-        tool.approvers.unwrap_or(self.approvers)
-    }
-
-    /// Whether only the operator may approve calls of the tool named `tool` (the calling
-    /// client is never asked, and its answers approve nothing).
-    pub fn operator_approves(&self, tool: &str) -> bool {
-        self.registry
-            .get(tool)
-            .is_some_and(|t| self.approvers(t) == crate::contract::Approvers::Operator)
-    }
-
-    /// The call an approval handle was asked for, with the arguments a human must see before
-    /// approving it: the recorded ones (content recording on) or `given`, either way checked
-    /// against the handle's call binding, so what is shown is what the token runs.
-    pub fn approval_call(
-        &self,
-        handle: &str,
-        given: Option<&serde_json::Value>,
-    ) -> Result<(crate::ledger::CallRecord, serde_json::Value), ApproveError> {
-        let (run_id, call_id) = self.requested(handle)?;
-        let record = self
-            .ledger
-            .calls(Some(&run_id))?
-            .into_iter()
-            .find(|c| c.call_id == call_id)
-            .ok_or(ApproveError::NotRequested)?;
-        let arguments = match (given, &record.arguments) {
-            (Some(a), _) => a.clone(),
-            (None, Some(recorded)) => recorded.clone(),
-            (None, None) => return Err(ApproveError::ArgumentsNeeded),
-        };
-        if !crate::policy::handle_binds_call(handle, &record.tool, &arguments, &record.run_id) {
-            return Err(ApproveError::ArgumentsMismatch);
-        }
-        Ok((record, arguments))
-    }
-
-    /// Mint the single-use token for an approval handle some call asked for (after a human saw
-    /// [`approval_call`](Self::approval_call) and said yes).
-    pub fn mint_approval(&self, handle: &str) -> Result<String, ApproveError> {
-        self.requested(handle)?;
-        Ok(self.approval_key.mint_at(handle, self.clock.unix_now())?)
-    }
-
-    /// A key for `purpose`, derived from the approval key: the same on every host that shares
-    /// the approval key (MCP's sealed request state uses one).
-    pub fn derived_key(&self, purpose: &str) -> [u8; 32] {
-        self.approval_key.derive(purpose)
     }
 
     /// The clock approvals are judged by (tests move it forward instead of sleeping).
     pub fn clock(&self) -> &Clock {
         &self.clock
-    }
-
-    /// The `(run, call)` that asked for this approval handle; a handle nobody asked for is
-    /// refused (a model could compute handles for calls it has not made).
-    fn requested(&self, handle: &str) -> Result<(String, String), ApproveError> {
-        let (digest, _expires) = crate::policy::parse_handle(handle)?;
-        self.ledger
-            .approval_request(&digest)?
-            .ok_or(ApproveError::NotRequested)
     }
 
     /// **Benchmarks only.** The same runtime on the null ledger (`Ledger::null`): every stage
@@ -217,6 +165,7 @@ impl Runtime {
     /// The tool `name` as `caller` sees it: `None` when there is none, or when the policy
     /// hides it from them — the two are answered alike.
     pub fn visible_tool(&self, caller: &Caller, name: &str) -> Option<&Tool> {
+        self.work.resolved();
         self.registry
             .get(name)
             .filter(|t| self.policy.may_see(caller, t.name.as_str(), t.risk))
@@ -280,7 +229,7 @@ impl Runtime {
     /// The execution stage alone: run `tool` with already converted parameters.
     pub async fn execute(&self, tool: &Tool, params: &[Val]) -> Execution {
         let ctx = self.context("local", "default");
-        self.execute_in(&ctx, "execute", tool, params).await
+        stages::execute::in_sandbox(self, &ctx, "execute", tool, params).await
     }
 
     /// **Benchmarks only:** the tool's call on raw wasmtime, with no pipeline and no limits
@@ -308,47 +257,8 @@ impl Runtime {
         tool: &Tool,
         args: &serde_json::Value,
     ) -> Result<Vec<Val>, String> {
-        self.validate(tool, args, None)
-    }
-
-    /// Execute under the tool's limits, shortened to the run's deadline, cancellable by the run.
-    pub(crate) async fn execute_in(
-        &self,
-        ctx: &RunContext,
-        call_id: &str,
-        tool: &Tool,
-        params: &[Val],
-    ) -> Execution {
-        let mut limits = tool.limits;
-        if let Some(d) = ctx.deadline {
-            let left = d.saturating_duration_since(std::time::Instant::now());
-            limits.deadline = limits
-                .deadline
-                .min(left.max(std::time::Duration::from_millis(1)));
-        }
-        let cancel = ctx.cancel.child_token();
-        self.executions
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.sandbox
-            .execute(crate::sandbox::Invocation {
-                pre: &tool.pre,
-                func: &tool.func,
-                params,
-                result_count: usize::from(tool.result.is_some()),
-                limits,
-                grant: &tool.grant,
-                call: crate::sandbox::CallIds {
-                    caller: &ctx.caller,
-                    run_id: &ctx.run_id,
-                    call_id,
-                },
-                cancel: &cancel,
-                live: crate::contract::LiveSinks {
-                    progress: ctx.progress.clone(),
-                    logs: ctx.logs.clone(),
-                },
-            })
-            .await
+        let size = crate::contract::measure::json_len(args);
+        stages::validate::parameters(tool, args, size)
     }
 }
 

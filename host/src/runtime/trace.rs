@@ -7,8 +7,9 @@ use tracing::field::Empty;
 use tracing::Span;
 
 use crate::contract::{log_safe, RunContext, ToolCall, ToolResult};
-use crate::registry::Registry;
 use crate::telemetry::CallEnd;
+
+use super::Prepared;
 
 /// The span of one call. Its fields were bounded by `contract::bounds` (the call was checked
 /// before), none is argument content, and the model-chosen ones are escaped for a log line
@@ -37,12 +38,12 @@ pub(super) fn finish(span: &Span, result: &ToolResult) {
 
 /// Count a call that ended in the process's metrics, under its tool's name when the registry has
 /// one (a name no tool has is never a label).
-pub(super) fn count(registry: &Registry, call: &ToolCall, result: &ToolResult, started: Instant) {
+pub(super) fn count(prepared: &Prepared, result: &ToolResult, started: Instant) {
     if !crate::telemetry::metrics_enabled() {
         return;
     }
     crate::telemetry::metrics().call_ended(CallEnd {
-        tool: registry.get(&call.name).map(|t| t.name.as_str()),
+        tool: prepared.registered().map(|t| t.name.as_str()),
         status: result.status.as_str(),
         code: result.code.map_or("", |c| c.as_str()),
         seconds: started.elapsed().as_secs_f64(),

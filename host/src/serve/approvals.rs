@@ -6,7 +6,7 @@ use rmcp::model::{CallToolRequestParams, ClientCapabilities, ErrorData};
 use rmcp::service::{RequestContext, RoleServer};
 
 use super::mrtr::Resumed;
-use crate::policy::ApprovalFailure;
+use crate::runtime::ApprovalFailure;
 use crate::Runtime;
 
 /// The token for an approved retry: minted for the sealed handle (which a call of this
@@ -27,17 +27,16 @@ pub(super) fn approved_handle(
     handle: &str,
     tool: &str,
 ) -> Result<String, ApprovalFailure> {
-    if runtime.operator_approves(tool) {
+    let approvals = runtime.approvals();
+    if approvals.operator_only_by_name(tool) {
         return Err(ApprovalFailure::Invalid {
             reason: "only the operator's channel approves this tool (approvers = \"operator\"); \
                      the client's answer approves nothing"
                 .into(),
         });
     }
-    runtime.mint_approval(handle).map_err(|e| {
-        let expired = crate::policy::parse_handle(handle)
-            .is_ok_and(|(_, at)| runtime.clock().unix_now() >= at);
-        if expired {
+    approvals.mint(handle).map_err(|e| {
+        if approvals.expired(handle) {
             ApprovalFailure::Expired
         } else {
             ApprovalFailure::Invalid {

@@ -201,8 +201,8 @@ impl TokenHash {
 
 impl ServeConfig {
     /// What one caller may hold in open MCP tasks.
-    pub fn task_caps(&self) -> crate::ledger::TaskCaps {
-        crate::ledger::TaskCaps {
+    pub fn task_caps(&self) -> crate::runtime::tasks::TaskCaps {
+        crate::runtime::tasks::TaskCaps {
             open: self.open_tasks_per_caller,
             bytes: self.task_bytes_per_caller,
         }

@@ -20,17 +20,11 @@ pub fn output_is_object(schema: &Value) -> bool {
     schema.get("type").and_then(Value::as_str) == Some("object")
 }
 
-/// Whether the output of `tool` (as `runtime` serves it to `caller`) is wrapped as
-/// `{"result": …}`; the failure of a tool unknown to the caller (absent, or hidden from it) is
+/// Whether the output of `tool` (as its caller sees it: `None` for no tool, or one hidden
+/// from them) is wrapped as `{"result": …}`; the failure of a tool unknown to the caller is
 /// rendered as a wrapped one.
-pub fn wraps_output(
-    runtime: &crate::Runtime,
-    caller: &crate::contract::Caller,
-    tool: &str,
-) -> bool {
-    runtime
-        .visible_tool(caller, tool)
-        .is_none_or(|t| !output_is_object(&t.output_schema))
+pub fn wraps_output(tool: Option<&HostTool>) -> bool {
+    tool.is_none_or(|t| !output_is_object(&t.output_schema))
 }
 
 /// The MCP `outputSchema` for a derived (and refined) output schema.

@@ -39,6 +39,7 @@ pub mod sessions;
 pub mod stateless;
 pub mod stdio;
 pub mod streams;
+mod task_update;
 mod task_view;
 pub mod tasks;
 
@@ -76,7 +77,7 @@ impl Shared {
     /// What every session of a server shares; MCP tasks are kept and bounded as `config`
     /// says. Starts the task watcher (`tasks.rs`) on the current runtime.
     pub fn new(runtime: Arc<Runtime>, config: &ServeConfig) -> Shared {
-        let seal = mrtr::StateSeal::new(runtime.derived_key(mrtr::STATE_KEY_PURPOSE));
+        let seal = mrtr::StateSeal::new(runtime.approvals().derived_key(mrtr::STATE_KEY_PURPOSE));
         let tasks = tasks::Tasks::new(config.task_ttl_secs, config.task_caps());
         tokio::spawn(tasks.clone().watch(runtime.clone()));
         Shared {

@@ -36,10 +36,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::contract::canonical::canonical_json;
 use crate::contract::Caller;
 use crate::contract::{ApprovalAnswer, ApprovalPrompt, Approver};
-use crate::policy::{parse_handle, ApprovalFailure};
+use crate::runtime::{parse_handle, ApprovalFailure};
 
 /// The key of the approval question in `inputRequests` and of its answer in `inputResponses`.
 pub const APPROVAL_INPUT: &str = "approval";
@@ -82,7 +81,8 @@ pub struct Question<'a> {
     pub call_id: &'a str,
     pub handle: &'a str,
     pub expires_at: u64,
-    pub arguments: &'a Value,
+    /// The call's arguments in canonical form (what the approval binds).
+    pub arguments: &'a [u8],
 }
 
 /// What the client answered to the approval question.
@@ -119,7 +119,7 @@ impl StateSeal {
         let (digest, _) = parse_handle(q.handle).ok()?;
         let prompt = ApprovalPrompt {
             tool: q.tool.to_string(),
-            canonical_arguments: String::from_utf8_lossy(&canonical_json(q.arguments)).into_owned(),
+            canonical_arguments: String::from_utf8_lossy(q.arguments).into_owned(),
             caller: caller.clone(),
             run_id: q.run_id.to_string(),
             call_id: q.call_id.to_string(),
@@ -265,7 +265,7 @@ mod tests {
             call_id: &r.call_id,
             handle: &approval.handle,
             expires_at,
-            arguments: &json!({"path": "a"}),
+            arguments: br#"{"path":"a"}"#,
         };
         let asked = seal().ask(&q, caller).unwrap();
         let wire = serde_json::to_value(&asked).unwrap();

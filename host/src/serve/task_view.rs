@@ -9,7 +9,7 @@ use super::mrtr::{Question, StateSeal};
 use super::tasks::POLL_INTERVAL_MS;
 use crate::contract::Caller;
 use crate::contract::{Code, Status, ToolResult};
-use crate::ledger::{TaskCall, TaskRecord};
+use crate::runtime::tasks::{TaskCall, TaskRecord};
 
 /// The JSON-RPC code of a task whose call failed below the tool (internal error).
 const INTERNAL_ERROR: i32 = -32603;
@@ -67,6 +67,7 @@ fn finished(
         }
         let arguments = task.arguments.as_ref();
         if let Some(arguments) = arguments.filter(|_| task.open && client_approves) {
+            let arguments = &crate::contract::canonical::canonical_json(arguments);
             let q = Question {
                 tool: &task.tool,
                 run_id: &task.run_id,

@@ -18,23 +18,19 @@ use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, CreateTaskResult, ErrorData, GetTaskResult, Task, TaskStatus,
-    UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::http::door::{Admitted, Pass};
 use super::mapping::wraps_output;
-use super::mrtr::{answer, approved_call_id, Answer};
 use super::task_view::{detailed, rfc3339};
 use super::Shared;
-use crate::contract::canonical::call_digest;
-use crate::contract::{
-    ApproverHandle, Caller, Code, RunContext, Stage, TaskMode, ToolCall, ToolResult, Usage,
-};
-use crate::ledger::{NewTask, TaskCall, TaskCaps, TaskCreated, TaskRecord};
+use crate::contract::{Caller, Code, RunContext, Stage, TaskMode, ToolCall, ToolResult, Usage};
+use crate::registry::Tool as HostTool;
+use crate::runtime::tasks::{NewTask, TaskCaps, TaskCreated, TaskRecord};
+use crate::runtime::Prepared;
 use crate::Runtime;
 
 /// How often a host reads the cancel marks of the tasks it runs: the longest a cancel asked on
@@ -56,14 +52,13 @@ pub const DEFAULT_TASK_TTL_SECS: u64 = 3_600;
 /// false) never gets a task result, whatever it declared — an `optional` tool runs in the
 /// request, a `required` one is refused (`-32600`, naming the revision it needs).
 pub fn as_task(
-    runtime: &Runtime,
-    ctx: &RunContext,
+    resolved: Option<&HostTool>,
     tool: &str,
     cx: &RequestContext<RoleServer>,
     stateless: bool,
 ) -> Result<bool, ErrorData> {
     // A tool hidden from the caller is no task: the call answers as for no tool.
-    let mode = runtime.visible_tool(&ctx.caller, tool).map(|t| t.task);
+    let mode = resolved.map(|t| t.task);
     let declared = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
     match (mode, declared, stateless) {
         (Some(TaskMode::Required), _, false) => Err(ErrorData::invalid_request(
@@ -100,7 +95,7 @@ impl Tasks {
         Arc::new(Tasks {
             running: Mutex::new(HashMap::new()),
             runs: std::sync::atomic::AtomicU64::new(0),
-            ttl_ms: ttl_ms.clamp(1, crate::ledger::MAX_TASK_TTL_MS),
+            ttl_ms: ttl_ms.clamp(1, crate::runtime::tasks::MAX_TASK_TTL_MS),
             caps,
         })
     }
@@ -119,7 +114,7 @@ impl Tasks {
             tick.tick().await;
             if !self.running().is_empty() {
                 let rt = runtime.clone();
-                let marked = tokio::task::spawn_blocking(move || rt.ledger().cancelled_tasks())
+                let marked = tokio::task::spawn_blocking(move || rt.tasks().cancelled())
                     .await
                     .ok()
                     .and_then(Result::ok)
@@ -134,7 +129,7 @@ impl Tasks {
             if last_prune.elapsed() >= PRUNE_EVERY {
                 last_prune = tokio::time::Instant::now();
                 let rt = runtime.clone();
-                let _ = tokio::task::spawn_blocking(move || rt.ledger().prune_tasks()).await;
+                let _ = tokio::task::spawn_blocking(move || rt.tasks().prune()).await;
             }
         }
     }
@@ -157,12 +152,11 @@ impl Tasks {
     pub async fn create(
         self: &Arc<Tasks>,
         shared: &Shared,
-        ctx: RunContext,
-        mut call: ToolCall,
+        (ctx, mut call, prepared): (RunContext, ToolCall, Prepared),
         (token, stateless, admitted): (Option<String>, bool, Option<Admitted>),
     ) -> Result<Created, ErrorData> {
         let (runtime, tracker) = (&shared.runtime, &shared.tracker);
-        let Some(passes) = runtime.would_pass_checks(&ctx, &call) else {
+        let Some(passes) = runtime.would_pass_checks(&ctx, &call, &prepared) else {
             return Ok(Created::Answer);
         };
         let named = !stateless || call.call_id.starts_with("key:");
@@ -180,7 +174,7 @@ impl Tasks {
             call_id: call.call_id.clone(),
             tool: call.name.clone(),
             arguments: call.arguments.to_string(),
-            call_digest: call_digest(&call),
+            call_digest: prepared.fingerprint().to_string(),
             for_approval: passes.needs_approval,
             ttl_ms: self.ttl_ms,
         };
@@ -188,27 +182,31 @@ impl Tasks {
         // again: its own task answers, or the request does (a replay, `duplicate_call_id`).
         let rt = runtime.clone();
         let (run, id) = (task.run_id.clone(), task.call_id.clone());
-        let known = named && blocking(move || rt.ledger().is_admitted(&run, &id)).await?;
+        let known = named && blocking(move || rt.tasks().call_known(&run, &id)).await?;
         let pass = match admitted.as_ref().filter(|_| !known).map(Admitted::hold) {
             None => None,
             Some(Ok(pass)) => Some(pass),
             Some(Err(_)) => {
                 let message = "too many of this caller's requests and tasks are in flight; \
                                try again when one ends";
-                return Ok(self.refuse(runtime, &ctx, &call, message).await);
+                return Ok(self
+                    .refuse(runtime, (&ctx, &call, &prepared), message)
+                    .await);
             }
         };
         let created = if known {
             TaskCreated::Exists
         } else {
             let (rt, created, caps) = (runtime.clone(), task.clone(), self.caps);
-            blocking(move || rt.ledger().create_task(&created, &caps)).await?
+            blocking(move || rt.tasks().create(&created, &caps)).await?
         };
         match created {
             TaskCreated::Created => {}
             TaskCreated::Full => {
                 let message = "this caller holds too many open tasks; try again when one ends";
-                return Ok(self.refuse(runtime, &ctx, &call, message).await);
+                return Ok(self
+                    .refuse(runtime, (&ctx, &call, &prepared), message)
+                    .await);
             }
             TaskCreated::Exists => {
                 let caller = &ctx.caller;
@@ -220,10 +218,16 @@ impl Tasks {
                     }));
             }
         }
-        self.run(runtime, tracker, &task.task_id, (ctx, call, token), pass);
+        self.run(
+            runtime,
+            tracker,
+            &task.task_id,
+            (ctx, call, prepared, token),
+            pass,
+        );
         Ok(Created::Task(seed(
             &task.task_id,
-            crate::ledger::now_ms(),
+            crate::runtime::tasks::now_ms(),
             self.ttl_ms,
         )))
     }
@@ -232,23 +236,24 @@ impl Tasks {
     async fn refuse(
         &self,
         runtime: &Runtime,
-        ctx: &RunContext,
-        call: &ToolCall,
+        (ctx, call, prepared): (&RunContext, &ToolCall, &Prepared),
         message: &str,
     ) -> Created {
         let r = ToolResult::failed(call, Code::RateLimited, message, Usage::default());
-        let r = runtime.refuse_at(ctx, call, Stage::Limit, r).await;
+        let r = runtime
+            .refuse_prepared(ctx, call, prepared, Stage::Limit, r)
+            .await;
         Created::Refused(Box::new(r))
     }
 
     /// Run `call` for task `task_id` on this host: its token is registered for cancels until
     /// the call ends.
-    fn run(
+    pub(super) fn run(
         self: &Arc<Tasks>,
         runtime: &Arc<Runtime>,
         tracker: &TaskTracker,
         task_id: &str,
-        (mut ctx, call, token): (RunContext, ToolCall, Option<String>),
+        (mut ctx, call, prepared, token): (RunContext, ToolCall, Prepared, Option<String>),
         pass: Option<Pass>,
     ) {
         let stop = CancellationToken::new();
@@ -257,7 +262,9 @@ impl Tasks {
         self.running().insert(task_id.to_owned(), (run, stop));
         let (tasks, runtime, id) = (self.clone(), runtime.clone(), task_id.to_owned());
         tracker.spawn(async move {
-            let result = runtime.run_call(&ctx, &call, token.as_deref()).await;
+            let result = runtime
+                .run_prepared(&ctx, &call, &prepared, token.as_deref())
+                .await;
             // The call is over once recorded: its place in flight is free before the
             // bookkeeping below.
             drop(pass);
@@ -273,7 +280,7 @@ impl Tasks {
             // approved call); any other end closes it.
             if result.code != Some(Code::ApprovalRequired) {
                 let rt = runtime.clone();
-                let _ = blocking(move || rt.ledger().close_task(&id)).await;
+                let _ = blocking(move || rt.tasks().close(&id)).await;
             }
         });
     }
@@ -287,8 +294,8 @@ impl Tasks {
     ) -> Result<GetTaskResult, ErrorData> {
         let (runtime, seal) = (&shared.runtime, &shared.seal);
         let task = self.find(runtime, caller, task_id).await?;
-        let wrap = wraps_output(runtime, caller, &task.tool);
-        let client_approves = !runtime.operator_approves(&task.tool);
+        let wrap = wraps_output(runtime.visible_tool(caller, &task.tool));
+        let client_approves = !runtime.approvals().operator_only_by_name(&task.tool);
         Ok(GetTaskResult::new(detailed(
             &task,
             seal,
@@ -307,8 +314,7 @@ impl Tasks {
     ) -> Result<(), ErrorData> {
         let rt = shared.runtime.clone();
         let (id, who) = (task_id.to_owned(), caller.clone());
-        let known =
-            blocking(move || rt.ledger().cancel_task(&id, &who.principal, &who.tenant)).await?;
+        let known = blocking(move || rt.tasks().cancel(&id, &who)).await?;
         if !known {
             return Err(unknown_task(task_id));
         }
@@ -318,101 +324,8 @@ impl Tasks {
         Ok(())
     }
 
-    /// `tasks/update`: the answer to a task that waits for approval. An approval runs the
-    /// approved call on this host and moves the task to it; a decline records the approved
-    /// call's refusal (`approval_denied`); anything else changes nothing.
-    ///
-    /// It answers to the authority `tools/call` does: the access token must hold the scope a
-    /// call of the task's tool needs (`-32600`, naming it, otherwise), the approved call runs
-    /// through the whole pipeline (visibility, policy, limits), and over HTTP it counts as one
-    /// of the caller's requests in flight (`-32600` when none is left, and nothing changes).
-    pub async fn update(
-        self: &Arc<Tasks>,
-        shared: &Shared,
-        caller: &Caller,
-        params: &UpdateTaskParams,
-        admitted: Option<Admitted>,
-    ) -> Result<(), ErrorData> {
-        let (runtime, tracker) = (&shared.runtime, &shared.tracker);
-        let task = self.find(runtime, caller, &params.task_id).await?;
-        if let Some(scope) = admitted.as_ref().and_then(|a| a.missing_scope(&task.tool)) {
-            return Err(ErrorData::invalid_request(
-                "the access token lacks the scope this call needs",
-                Some(json!({ "scope": scope })),
-            ));
-        }
-        let TaskCall::Finished(waiting) = &task.call else {
-            return Ok(());
-        };
-        // A closed task (cancelled) has nothing left to approve.
-        let Some(arguments) = task.arguments.clone().filter(|_| task.open) else {
-            return Ok(());
-        };
-        let Some(approval) = waiting
-            .approval
-            .as_ref()
-            .filter(|_| waiting.code == Some(Code::ApprovalRequired))
-        else {
-            return Ok(());
-        };
-        let given = answer(Some(&params.input_responses));
-        if !matches!(given, Answer::Approve | Answer::Decline) {
-            return Ok(());
-        }
-        if runtime.operator_approves(&task.tool) {
-            return Err(ErrorData::invalid_request(
-                "only the operator's channel approves this tool (toolhost approve); the \
-                 client's answer changes nothing",
-                None,
-            ));
-        }
-        let pass = match admitted.as_ref().map(Admitted::hold) {
-            None => None,
-            Some(Ok(pass)) => Some(pass),
-            Some(Err(_)) => {
-                return Err(ErrorData::invalid_request(
-                    "too many of this caller's requests and tasks are in flight; try again \
-                     when one ends",
-                    None,
-                ))
-            }
-        };
-        let to = approved_call_id(&task.call_id);
-        let rt = runtime.clone();
-        let (id, from, next) = (task.task_id.clone(), task.call_id.clone(), to.clone());
-        if !blocking(move || rt.ledger().retarget_task(&id, &from, &next)).await? {
-            return Ok(()); // another update moved it first
-        }
-        let mut ctx = runtime.context_for(caller.clone());
-        ctx.run_id = task.run_id.clone();
-        let call = ToolCall {
-            call_id: to,
-            name: task.tool.clone(),
-            arguments,
-        };
-        let token = match given {
-            Answer::Approve => {
-                match super::approvals::approved_handle(runtime, &approval.handle, &task.tool) {
-                    Ok(token) => Some(token),
-                    Err(failure) => {
-                        runtime
-                            .refuse_at(&ctx, &call, Stage::Approve, failure.refusal(&call))
-                            .await;
-                        return Ok(());
-                    }
-                }
-            }
-            _ => {
-                ctx.approver = Some(ApproverHandle(Arc::new(super::mrtr::Declined)));
-                None
-            }
-        };
-        self.run(runtime, tracker, &task.task_id, (ctx, call, token), pass);
-        Ok(())
-    }
-
     /// The task `task_id` as `caller` may see it, or the error an unknown id gets.
-    async fn find(
+    pub(super) async fn find(
         &self,
         runtime: &Arc<Runtime>,
         caller: &Caller,
@@ -420,7 +333,7 @@ impl Tasks {
     ) -> Result<TaskRecord, ErrorData> {
         let rt = runtime.clone();
         let (id, who) = (task_id.to_owned(), caller.clone());
-        blocking(move || rt.ledger().task(&id, &who.principal, &who.tenant))
+        blocking(move || rt.tasks().find(&id, &who))
             .await?
             .ok_or_else(|| unknown_task(task_id))
     }
@@ -464,8 +377,8 @@ fn named_task(ctx: &RunContext, call_id: &str) -> String {
 }
 
 /// Run a ledger operation off the async workers (a PostgreSQL round trip, a SQLite lock).
-async fn blocking<T: Send + 'static>(
-    op: impl FnOnce() -> Result<T, crate::ledger::LedgerError> + Send + 'static,
+pub(super) async fn blocking<T: Send + 'static>(
+    op: impl FnOnce() -> Result<T, crate::runtime::tasks::LedgerError> + Send + 'static,
 ) -> Result<T, ErrorData> {
     match tokio::task::spawn_blocking(op).await {
         Ok(Ok(v)) => Ok(v),

@@ -44,7 +44,6 @@ impl Session {
                 return Ok(call_result(&r, true).into());
             }
         };
-        let wrap = wraps_output(&self.shared.runtime, &identity, &call.name);
         let place = if stateless {
             stateless::place(&[request.meta.as_ref(), Some(&cx.meta)], &identity, &cx.id)
                 .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?
@@ -60,6 +59,9 @@ impl Session {
             return Ok(call_result(&refusal.result(&call), true).into());
         }
         let runtime = self.shared.runtime.clone();
+        // The tool and the canonical call, worked out once for every step below.
+        let prepared = runtime.prepare(&identity, &call);
+        let wrap = wraps_output(prepared.tool());
         let mut ctx = runtime.context_for(identity.clone());
         ctx.run_id = place.run_id;
         ctx.cancel = self.cancel.child_token();
@@ -95,13 +97,14 @@ impl Session {
         // declared the tasks extension (`tasks.rs`); one that did not is refused a `required`
         // one, and a handshake-era session gets no task.
         if resumed.is_none()
-            && crate::serve::tasks::as_task(&runtime, &ctx, &call.name, &cx, stateless)?
+            && crate::serve::tasks::as_task(prepared.tool(), &call.name, &cx, stateless)?
         {
             let how = (approval_token(&request, &cx), stateless, admitted(&cx));
-            let created = self
-                .shared
-                .tasks
-                .create(&self.shared, ctx.clone(), call.clone(), how);
+            let created = self.shared.tasks.create(
+                &self.shared,
+                (ctx.clone(), call.clone(), prepared.clone()),
+                how,
+            );
             match created.await? {
                 Created::Task(created) => return Ok(CallToolResponse::Task(created)),
                 Created::Refused(r) => return Ok(call_result(&r, wrap).into()),
@@ -115,10 +118,10 @@ impl Session {
             // Only for the call the handle approves: a question about other arguments
             // would show the human a call the approval cannot run.
             answer == Answer::Missing
-                && crate::policy::handle_binds_call(
+                && runtime.approvals().bind_call(
                     &r.handle,
                     &call.name,
-                    &call.arguments,
+                    prepared.canonical().arguments(),
                     &r.run_id,
                 )
         });
@@ -130,7 +133,7 @@ impl Session {
                 call_id: &r.first_call_id,
                 handle: &r.handle,
                 expires_at: r.expires_at,
-                arguments: &call.arguments,
+                arguments: prepared.canonical().arguments(),
             };
             if let Some(ask) = self.shared.seal.ask(&q, &identity) {
                 return Ok(ask.into());
@@ -142,7 +145,7 @@ impl Session {
                 Err(failure) => {
                     let refused = failure.refusal(&call);
                     let r = runtime
-                        .refuse_at(&ctx, &call, Stage::Approve, refused)
+                        .refuse_prepared(&ctx, &call, &prepared, Stage::Approve, refused)
                         .await;
                     return Ok(call_result(&r, wrap).into());
                 }
@@ -192,7 +195,6 @@ impl Session {
             f
         });
         let run_id = ctx.run_id.clone();
-        let arguments = call.arguments.clone();
         // notifications/cancelled for this request (or, over stateless HTTP, the client
         // going away) cancels this call only.
         let call_cancel = ctx.cancel.clone();
@@ -201,9 +203,10 @@ impl Session {
         // cancelled request only has its token cancelled), counted by the tracker so that a
         // stopping server waits for it; no task of our own per call, each spawn being a
         // wake-up of the other worker on these machines.
+        let prepared_here = &prepared;
         let run = self.shared.tracker.track_future(async move {
             let result = {
-                let run = runtime.run_call(&ctx, &call, token.as_deref());
+                let run = runtime.run_prepared(&ctx, &call, prepared_here, token.as_deref());
                 tokio::pin!(run);
                 tokio::select! {
                     biased;
@@ -233,7 +236,9 @@ impl Session {
         let asks = stateless
             && resumed.is_none()
             && result.code == Some(Code::ApprovalRequired)
-            && !self.shared.runtime.operator_approves(&result.tool)
+            && prepared
+                .tool()
+                .is_some_and(|t| !self.shared.runtime.approvals().operator_only(t))
             && cx
                 .client_capabilities()
                 .is_some_and(|c| form_elicitation(&c));
@@ -244,7 +249,7 @@ impl Session {
                 call_id: &result.call_id,
                 handle: &approval.handle,
                 expires_at: approval.expires_at,
-                arguments: &arguments,
+                arguments: prepared.canonical().arguments(),
             };
             if let Some(ask) = self.shared.seal.ask(&q, &identity) {
                 return Ok(ask.into());

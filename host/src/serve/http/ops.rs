@@ -31,10 +31,6 @@ use crate::Runtime;
 /// slot; the header read is bounded by `HEADER_READ_TIMEOUT`.
 pub const MAX_OPS_CONNECTIONS: usize = 8;
 
-/// The run and call id `/readyz` reads from the ledger: any answer but an error (a recorded
-/// call, or none) means the ledger is reachable.
-const READY_PROBE_RUN: &str = "toolhost-readyz-probe";
-
 /// The answer for an operator path, or `None` when `path` is not one. `metrics` says whether
 /// `/metrics` is served here.
 pub(super) async fn answer(
@@ -96,14 +92,11 @@ async fn ready(runtime: &Arc<Runtime>, detail: bool) -> Response<Body> {
     static PROBE: ReadyProbe = ReadyProbe::new();
     let rt = runtime.clone();
     let ledger = PROBE
-        .ledger_ok(move || {
-            // A call never admitted is the expected answer: the read went through.
-            match rt.ledger().outcome(READY_PROBE_RUN, READY_PROBE_RUN) {
-                Ok(_) | Err(crate::ledger::LedgerError::UnknownCall { .. }) => true,
-                Err(e) => {
-                    tracing::warn!(error = %e, "not ready: the ledger did not answer a read");
-                    false
-                }
+        .ledger_ok(move || match rt.ledger_reads() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "not ready: the ledger did not answer a read");
+                false
             }
         })
         .await;
