@@ -492,3 +492,90 @@ fn files_are_small_or_say_why() {
         long.join("\n")
     );
 }
+
+/// The front doors (`serve/`, `agent/`) hand calls, tasks, approvals and transcripts to the
+/// runtime only: they never name the ledger or the policy, nor call the runtime's `ledger()`
+/// or `policy()` accessors.
+#[test]
+fn front_doors_reach_past_the_runtime_nowhere() {
+    let src = repo().join("host/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let (mut wrong, mut looked) = (Vec::new(), 0);
+    for file in &files {
+        let module = module_path(&src, file);
+        if !matches!(module.first().map(String::as_str), Some("serve" | "agent")) {
+            continue;
+        }
+        looked += 1;
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        let text = std::fs::read_to_string(file).unwrap();
+        for (path, line) in paths(&text, &module) {
+            if matches!(path.first().map(String::as_str), Some("ledger" | "policy")) {
+                wrong.push(format!("{rel}:{line}: names `{}`", path.join("::")));
+            }
+        }
+        let code = without_comments(&text);
+        for accessor in [".ledger()", ".policy()"] {
+            if code.contains(accessor) {
+                wrong.push(format!("{rel}: calls the runtime's `{accessor}`"));
+            }
+        }
+    }
+    assert!(
+        looked > 30,
+        "only {looked} front-door files: the scan is broken"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A call is put in canonical form in one place (`runtime/prepared.rs`, once per call, which
+/// `once_per_call` counts); the other files that canonicalise JSON do so for something that is
+/// not a call on its way through the pipeline, each named here with what it is.
+#[test]
+fn calls_are_canonicalised_in_one_place() {
+    const ALLOWED: &[(&str, &str)] = &[
+        ("contract/canonical.rs", "the canonical forms themselves"),
+        (
+            "runtime/prepared.rs",
+            "the one place a call is canonicalised",
+        ),
+        (
+            "runtime/approvals.rs",
+            "arguments an operator passes to `toolhost approve`",
+        ),
+        ("runtime/stages/admit.rs", "its unit test"),
+        (
+            "policy/approval.rs",
+            "handles minted from plain arguments (the CLI's path)",
+        ),
+        (
+            "serve/task_view.rs",
+            "the stored arguments of a task `tasks/get` shows",
+        ),
+        (
+            "agent/step.rs",
+            "the repeat key of arguments that did not parse",
+        ),
+    ];
+    let src = repo().join("host/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut wrong = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        let code = without_comments(&std::fs::read_to_string(file).unwrap());
+        let canonicalises = ["canonical_json(", "canonical_call("]
+            .iter()
+            .any(|f| code.contains(f));
+        if canonicalises && !ALLOWED.iter().any(|(f, _)| *f == rel) {
+            wrong.push(rel);
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "canonicalised outside the listed places (prepare the call once and read its \
+         canonical form from the Prepared):\n{}",
+        wrong.join("\n")
+    );
+}

@@ -44,6 +44,7 @@ mod mcp_ts;
 mod metrics;
 mod multi_host;
 mod oauth;
+mod once_per_call;
 mod openai;
 mod otlp;
 mod pg_restart;

@@ -99,14 +99,29 @@ impl Shared {
 /// wait for those calls to record their outcomes, and return. Every line is checked first
 /// ([`stdio::CheckedStdio`]); a bad one is answered with a JSON-RPC error.
 pub async fn serve_stdio(shared: Shared, config: &ServeConfig) -> Result<(), ServeError> {
-    let session = Session::new(shared.clone(), Some(config.local_identity()));
-    let end = session.end_token();
     // On Linux, when both are pipes (as MCP clients start servers), rmcp reopens them
     // non-blocking on the reactor: no round trip through tokio's blocking pool per read and
     // write. Otherwise (a terminal, a file) the blocking handles, as before.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    serve_io(shared, config, stdin, stdout).await
+}
+
+/// [`serve_stdio`] over any byte streams: one session of the config's local identity, lines
+/// read from `read` and answered on `write`, until `read` ends.
+pub async fn serve_io<R, W>(
+    shared: Shared,
+    config: &ServeConfig,
+    read: R,
+    write: W,
+) -> Result<(), ServeError>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let session = Session::new(shared.clone(), Some(config.local_identity()));
+    let end = session.end_token();
     let running = session
-        .serve(stdio::CheckedStdio::new(stdin, stdout))
+        .serve(stdio::CheckedStdio::new(read, write))
         .await
         .map_err(|e| ServeError::Handshake(e.to_string()))?;
     let _ = running.waiting().await;
