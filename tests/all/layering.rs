@@ -579,3 +579,116 @@ fn calls_are_canonicalised_in_one_place() {
         wrong.join("\n")
     );
 }
+
+/// Every source file by its module path (`runtime/stages/admit.rs` → `[runtime, stages, admit]`).
+fn files_by_module(src: &Path) -> BTreeMap<Vec<String>, String> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(src).unwrap().display().to_string();
+            (module_path(src, f), rel)
+        })
+        .collect()
+}
+
+/// The file a path from the crate root lands in: the longest prefix that is a file's module.
+fn file_of<'a>(modules: &'a BTreeMap<Vec<String>, String>, path: &[String]) -> Option<&'a str> {
+    (1..=path.len())
+        .rev()
+        .find_map(|n| modules.get(&path[..n]))
+        .map(String::as_str)
+}
+
+/// The import edges between the files of one top-level module: `a` uses something of `b`.
+/// A module's root (its `mod.rs`, or `x.rs` beside `x/`) declares and re-exports its
+/// children, so its edges to them are not counted; a child's use of its root is.
+fn import_edges(src: &Path) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let modules = files_by_module(src);
+    let mut edges: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for (module, rel) in &modules {
+        if module.is_empty() || module.iter().any(|m| is_test_file(m)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(src.join(rel)).unwrap();
+        // Unit tests (`mod tests { use super::*; … }`) are not the file's own imports.
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (path, _) in paths(text, module) {
+            let Some(target) = file_of(&modules, &path) else {
+                continue;
+            };
+            let target_module = module_path(src, &src.join(target));
+            let same_top = target_module.first() == module.first();
+            let own_child = target_module.starts_with(module);
+            if target != rel && same_top && !own_child {
+                edges
+                    .entry(rel.clone())
+                    .or_default()
+                    .insert(target.to_string());
+            }
+        }
+    }
+    edges
+}
+
+/// The import circles among `edges`: each strongly connected group of two or more files.
+fn circles(edges: &BTreeMap<String, std::collections::BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reaches = |from: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(f) = todo.pop() {
+            for next in edges.get(&f).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reach: BTreeMap<&String, _> = edges.keys().map(|f| (f, reaches(f))).collect();
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for (f, from_f) in &reach {
+        let mut group: Vec<String> = from_f
+            .iter()
+            .filter(|g| reach.get(g).is_some_and(|r| r.contains(*f)))
+            .cloned()
+            .collect();
+        if !group.is_empty() {
+            group.sort();
+            if !groups.contains(&group) {
+                groups.push(group);
+            }
+        }
+    }
+    groups
+}
+
+/// No two files of a module import each other, directly or round a circle: helpers are
+/// leaves, a module's root only declares and re-exports, and a dispatcher only dispatches.
+#[test]
+fn no_import_circle_inside_a_module() {
+    let edges = import_edges(&repo().join("host/src"));
+    let count: usize = edges.values().map(|e| e.len()).sum();
+    assert!(count > 100, "only {count} edges found: the scan is broken");
+    let found = circles(&edges);
+    assert!(
+        found.is_empty(),
+        "import circles:\n{}",
+        found
+            .iter()
+            .map(|g| g.join(" ⇄ "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The scan finds a circle, and only a circle.
+#[test]
+fn the_circle_scan_finds_circles() {
+    let mut edges: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for (a, b) in [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("e", "d")] {
+        edges.entry(a.into()).or_default().insert(b.into());
+    }
+    assert_eq!(circles(&edges), vec![vec!["a", "b", "c"]]);
+}

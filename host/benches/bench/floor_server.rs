@@ -53,7 +53,7 @@ impl ServerHandler for Floor {
             .filter_map(|k| arguments.get(k).and_then(Value::as_u64))
             .sum::<u64>();
         let call = ToolCall {
-            call_id: toolhost::serve::handler::call_id(&cx.id),
+            call_id: toolhost::serve::stateless::call_id(&cx.id),
             name: request.name.to_string(),
             arguments,
         };

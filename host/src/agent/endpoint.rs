@@ -1,6 +1,6 @@
 //! Where the chat-completions endpoint is: a base URL as OpenAI clients take it.
 
-use super::provider::ProviderError;
+use super::provider_error::ProviderError;
 
 /// Where the chat-completions endpoint is.
 #[derive(Debug, Clone)]

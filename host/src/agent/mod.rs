@@ -21,6 +21,7 @@ pub mod approve_terminal;
 pub mod endpoint;
 pub mod guards;
 pub mod provider;
+mod provider_error;
 pub mod redact;
 pub mod run;
 pub mod schema;

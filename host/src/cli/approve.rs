@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use super::commands::usage_error;
+use super::report::usage_error;
 use super::{EXIT_NOT_COMPLETED, EXIT_USAGE};
 use crate::agent::approval::MAX_SHOWN_ARGUMENT_BYTES;
 use crate::contract::terminal_safe;

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::commands::usage_message;
+use super::report::usage_message;
 use crate::registry::embed;
 
 /// `toolhost embed-wit COMPONENT WIT`: the component rewritten with the WIT embedded. The new

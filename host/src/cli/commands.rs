@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use super::frontends::{agent_run, serve};
 use super::proposals::{parse_arguments, parse_batch, run_batch};
-use super::{CallerArgs, Command, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
+use super::report::{usage_error, warn};
+use super::{Command, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
 use crate::{Code, EpochMode, Registry, Runtime, Status, ToolCall, ToolResult, Usage};
 
 pub(super) async fn run(command: Command) -> ExitCode {
@@ -54,7 +55,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
-            let ctx = context(&rt, &identity);
+            let ctx = identity.context(&rt);
             let call_id = call_id.unwrap_or_else(fresh_call_id);
             let arguments = match parse_arguments(&arguments) {
                 Ok(args) => args,
@@ -169,7 +170,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
                     return ExitCode::from(EXIT_USAGE);
                 }
             };
-            let ctx = context(&rt, &identity);
+            let ctx = identity.context(&rt);
             let results = run_batch(&rt, &ctx, &batch).await;
             out!(
                 "{}",
@@ -207,14 +208,6 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
 }
 
-pub(super) fn context(rt: &Runtime, id: &CallerArgs) -> crate::RunContext {
-    let ctx = rt.context(&id.principal, &id.tenant);
-    match &id.run_id {
-        Some(r) => ctx.with_run_id(r),
-        None => ctx,
-    }
-}
-
 fn print_result(result: &ToolResult) -> ExitCode {
     out!(
         "{}",
@@ -242,21 +235,4 @@ fn print_definitions(reg: &Registry) -> ExitCode {
         serde_json::to_string_pretty(&defs).expect("definitions serialize")
     );
     ExitCode::SUCCESS
-}
-
-pub(super) fn warn(reg: &Registry) {
-    for w in &reg.warnings {
-        crate::telemetry::say(tracing::Level::WARN, w);
-    }
-}
-
-/// A bad command line, config or component: the error and every cause behind it, exit 2.
-pub(super) fn usage_error(e: &dyn std::error::Error) -> ExitCode {
-    usage_message(crate::contract::error_chain(e))
-}
-
-/// A bad command line or input file, said in one message: exit 2.
-pub(super) fn usage_message(what: impl std::fmt::Display) -> ExitCode {
-    crate::telemetry::say(tracing::Level::ERROR, what);
-    ExitCode::from(EXIT_USAGE)
 }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::commands::{context, usage_error, warn};
+use super::report::{usage_error, warn};
 use super::{AgentArgs, CallerArgs, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
 use crate::contract::ApproverHandle;
 use crate::{EpochMode, Runtime};
@@ -213,7 +213,7 @@ pub(super) async fn agent_run(source: &Source, identity: &CallerArgs, args: Agen
         Ok(p) => p,
         Err(e) => return usage_error(&e),
     };
-    let mut ctx = context(&rt, identity);
+    let mut ctx = identity.context(&rt);
     let timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
     ctx.approver = match &args.approve_with {
         Some(cmd) if cmd.trim().is_empty() => {

@@ -34,6 +34,7 @@ mod commands;
 mod frontends;
 mod proposals;
 mod reconcile;
+mod report;
 mod scaffold;
 
 use std::path::PathBuf;
@@ -291,6 +292,17 @@ pub struct CallerArgs {
     /// The run the calls belong to (default: a fresh run). Call ids are unique per run.
     #[arg(long)]
     run_id: Option<String>,
+}
+
+impl CallerArgs {
+    /// The run context these arguments name, with the runtime's budgets.
+    fn context(&self, rt: &crate::Runtime) -> crate::RunContext {
+        let ctx = rt.context(&self.principal, &self.tenant);
+        match &self.run_id {
+            Some(r) => ctx.with_run_id(r),
+            None => ctx,
+        }
+    }
 }
 
 /// Run one command to its exit status, with logging installed first: the whole of `toolhost`

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
 
-use super::commands::{usage_error, usage_message};
+use super::report::{usage_error, usage_message};
 use super::{EXIT_NOT_COMPLETED, EXIT_USAGE};
 use crate::contract::Code;
 use crate::ledger::{LedgerError, Reconciliation, UnknownFilter, Verdict};

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::commands::usage_message;
+use super::report::usage_message;
 use crate::registry::docs::TOOL_WIT;
 
 /// The languages a tool can be written in.

@@ -16,10 +16,11 @@ use super::disk::DiskWatch;
 use super::engine::{deadline_ticks, EPOCH_TICK};
 use super::grant::{build_wasi, CallIds, Grant};
 use super::host_api::{CallContext, HostApi, Reports};
-use super::host_budget::{is_table_full, HostBudget, HostBudgetError, HTTP_FIELDS_BYTES};
+use super::host_budget::{is_table_full, HostBudget, HTTP_FIELDS_BYTES};
 use super::limits::{hostcall_bytes, is_hostcall_data_exhausted, CallLimiter, Limits};
 use super::network::HttpPolicy;
 use super::secrets::CallSecrets;
+use super::shadow::HostBudgetError;
 use super::{CallState, Sandbox, SandboxError};
 
 /// Which limit (or fault) ended a call early.
@@ -248,7 +249,10 @@ impl Sandbox {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            hooks: HttpPolicy::new(super::network::Allowlist::default(), CallSecrets::default()),
+            hooks: HttpPolicy::new(
+                super::allowlist::Allowlist::default(),
+                CallSecrets::default(),
+            ),
             limiter: CallLimiter::new(&Limits::default()),
             host: HostApi {
                 reports: Reports::default(),

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
+use super::allowlist::Allowlist;
 use super::host_dir::HostDir;
-use super::network::Allowlist;
 use super::secrets::{CallSecrets, Secrets};
 use super::SandboxError;
 use crate::contract::Caller;

@@ -23,8 +23,9 @@ use wasmtime::component::{Linker, Resource, ResourceTableError};
 use wasmtime::StoreContextMut;
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{ErrorCode, HostDescriptor};
-use wasmtime_wasi::p2::{FsError, ReaddirIterator};
+use wasmtime_wasi::p2::ReaddirIterator;
 
+use super::shadow::{answer, HostBudgetError, FILESYSTEM_TYPES};
 use super::write_budget::WriteBudget;
 use super::CallState;
 
@@ -53,19 +54,6 @@ pub const HTTP_FIELDS_BYTES: usize = 16 << 10;
 /// The most outgoing HTTP requests one call may have in flight (each a connection with its own
 /// buffers and descriptor); the next is refused `connection-limit-reached`.
 pub const MAX_HTTP_REQUESTS_IN_FLIGHT: usize = 8;
-
-/// Which host budget a call went over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum HostBudgetError {
-    #[error("the call held more host handles than its budget of {0}")]
-    Handles(usize),
-    #[error("the call held more directory listings than its budget of {0} bytes")]
-    Listings(u64),
-    #[error("a file system the call may write to has less than its reserve of {0} bytes free")]
-    Disk(u64),
-    #[error("the call wrote more than its budget of {0} bytes into its writable grants")]
-    Writes(u64),
-}
 
 /// The host budget of one call: the listings it holds, by table entry, and what it may still
 /// write.
@@ -123,19 +111,6 @@ pub(super) fn charge_listings(linker: &mut Linker<CallState>) -> wasmtime::Resul
     )?;
     linker.allow_shadowing(false);
     Ok(())
-}
-
-/// The `wasi:filesystem` interface whose functions the sandbox shadows (here and in
-/// `write_budget.rs`).
-pub(super) const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
-
-/// What a shadowed `wasi:filesystem` function returns for wasmtime-wasi's result: its error
-/// code for the guest, or its trap.
-pub(super) fn answer<T>(r: Result<T, FsError>) -> wasmtime::Result<(Result<T, ErrorCode>,)> {
-    match r {
-        Ok(v) => Ok((Ok(v),)),
-        Err(e) => Ok((Err(e.downcast()?),)),
-    }
 }
 
 type Listing = Result<Resource<ReaddirIterator>, ErrorCode>;

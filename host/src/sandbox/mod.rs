@@ -4,6 +4,7 @@
 //! The sandbox knows nothing of policy or of JSON: it takes component values and a grant, and
 //! gives back component values or a [`Fault`] that says which limit ended the call.
 
+mod allowlist;
 mod descriptors;
 mod disk;
 mod echo;
@@ -17,6 +18,7 @@ mod limits;
 mod network;
 mod redact;
 mod secrets;
+mod shadow;
 mod write_budget;
 
 use wasmtime::component::{Component, HasData, InstancePre, Linker, ResourceTable};
@@ -24,6 +26,7 @@ use wasmtime::Engine;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+pub use allowlist::{Allowlist, HostPort};
 pub use descriptors::{
     share as share_descriptors, DescriptorPlan, CALL_FIXED_FDS, HOST_RESERVED_FDS,
     MIN_HANDLES_PER_CALL,
@@ -37,16 +40,16 @@ pub use host_api::{
     idempotency_key, CallContext, Report, Reports, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES,
 };
 pub use host_budget::{
-    HostBudgetError, HTTP_BODY_CHUNK_BYTES, HTTP_FIELDS_BYTES, LISTING_ENTRY_BYTES,
-    MAX_HOST_HANDLES_PER_CALL, MAX_HTTP_REQUESTS_IN_FLIGHT, MAX_LISTING_BYTES_PER_CALL,
+    HTTP_BODY_CHUNK_BYTES, HTTP_FIELDS_BYTES, LISTING_ENTRY_BYTES, MAX_HOST_HANDLES_PER_CALL,
+    MAX_HTTP_REQUESTS_IN_FLIGHT, MAX_LISTING_BYTES_PER_CALL,
 };
 pub use host_dir::{check_caller_name, HostDir, HostDirError, MAX_CALLER_COMPONENT_BYTES};
 pub use limits::*;
-pub use network::{Allowlist, HostPort};
 pub use secrets::{
     CallSecrets, Secret, SecretValue, SecretValueError, Secrets, MAX_SECRETS_PER_COMPONENT,
     MAX_SECRET_BYTES, MIN_SECRET_BYTES,
 };
+pub use shadow::HostBudgetError;
 /// wasmtime's trap kinds, as [`Fault::Trap`] carries them.
 pub use wasmtime::Trap;
 pub use write_budget::ENTRY_BYTES;

@@ -10,8 +10,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::allowlist::Allowlist;
 use super::echo::Forms;
-use super::network::Allowlist;
 
 /// Fewest bytes a secret's value may have. Redaction replaces every copy of a value in what
 /// comes back; a short value would also match ordinary text, and is guessable anyway.

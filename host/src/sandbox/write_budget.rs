@@ -23,7 +23,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
-use super::host_budget::{answer, HostBudgetError, FILESYSTEM_TYPES};
+use super::shadow::{answer, HostBudgetError, FILESYSTEM_TYPES};
 use super::CallState;
 
 /// What creating one directory entry (file, directory, link) is charged: one file-system block,

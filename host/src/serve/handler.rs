@@ -17,8 +17,7 @@ use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ErrorData, GetTaskParams,
     GetTaskResult, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
-    UpdateTaskParams,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -30,7 +29,7 @@ pub use super::approvals::APPROVAL_TOKEN_META;
 use super::logging::SessionLevel;
 use super::mapping::mcp_tool;
 use super::mrtr::StateSeal;
-use super::stateless;
+use super::stateless::{self, call_id};
 use crate::contract::{Caller, TaskMode};
 use crate::Runtime;
 
@@ -161,14 +160,6 @@ fn request_span(
         crate::telemetry::continue_trace(&span, parent, field("tracestate"));
     }
     span
-}
-
-/// The ledger call id of a JSON-RPC request: numbers and strings kept apart.
-pub fn call_id(id: &RequestId) -> String {
-    match id {
-        RequestId::Number(n) => format!("rpc-n:{n}"),
-        RequestId::String(s) => format!("rpc-s:{s}"),
-    }
 }
 
 impl ServerHandler for Session {

@@ -21,7 +21,6 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::handler::call_id;
 use crate::contract::Caller;
 
 /// The `_meta` key naming the client's run.
@@ -113,6 +112,14 @@ fn is_name(s: &str) -> bool {
         && s.len() <= MAX_NAME_BYTES
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._:@/+=-".contains(&b))
+}
+
+/// The ledger call id of a JSON-RPC request: numbers and strings kept apart.
+pub fn call_id(id: &RequestId) -> String {
+    match id {
+        RequestId::Number(n) => format!("rpc-n:{n}"),
+        RequestId::String(s) => format!("rpc-s:{s}"),
+    }
 }
 
 #[cfg(test)]

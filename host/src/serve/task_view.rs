@@ -6,13 +6,15 @@ use serde_json::{json, Value};
 
 use super::mapping::{call_result, FAILURE_META};
 use super::mrtr::{Question, StateSeal};
-use super::tasks::POLL_INTERVAL_MS;
 use crate::contract::Caller;
 use crate::contract::{Code, Status, ToolResult};
 use crate::runtime::tasks::{TaskCall, TaskRecord};
 
 /// The JSON-RPC code of a task whose call failed below the tool (internal error).
 const INTERNAL_ERROR: i32 = -32603;
+
+/// The poll interval a client is asked to keep.
+pub const POLL_INTERVAL_MS: u64 = 500;
 
 /// The task as `tasks/get` shows it: its call's state mapped onto the task statuses.
 ///

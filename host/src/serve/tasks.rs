@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use super::http::door::{Admitted, Pass};
 use super::mapping::wraps_output;
+pub use super::task_view::POLL_INTERVAL_MS;
 use super::task_view::{detailed, rfc3339};
 use super::Shared;
 use crate::contract::{Caller, Code, RunContext, Stage, TaskMode, ToolCall, ToolResult, Usage};
@@ -39,9 +40,6 @@ pub const CANCEL_POLL: Duration = Duration::from_millis(250);
 
 /// How often a host deletes expired tasks.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
-
-/// The poll interval a client is asked to keep.
-pub const POLL_INTERVAL_MS: u64 = 500;
 
 /// How long a task is kept after it is created, unless `[serve] task_ttl_secs` says otherwise.
 pub const DEFAULT_TASK_TTL_SECS: u64 = 3_600;

@@ -15,13 +15,12 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::metrics_otlp::Instruments;
-
-/// The `tool` label of a call whose name no tool has.
-pub const UNKNOWN_TOOL: &str = "(unknown)";
+use super::series::{Buckets, GROUP, MEMORY, SECONDS};
+pub use super::series::{CallEnd, UNKNOWN_TOOL};
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -55,65 +54,17 @@ struct KindLabels {
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
-/// Exponential histogram bounds: `count` bounds from `start`, each `factor` times the last.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Buckets {
-    start: f64,
-    factor: f64,
-    count: u16,
+/// A histogram over `buckets`' bounds.
+fn histogram(buckets: Buckets) -> Histogram {
+    Histogram::new(buckets.bounds())
 }
-
-impl Buckets {
-    pub(super) fn bounds(self) -> Vec<f64> {
-        exponential_buckets(self.start, self.factor, self.count).collect()
-    }
-
-    fn histogram(self) -> Histogram {
-        Histogram::new(exponential_buckets(self.start, self.factor, self.count))
-    }
-}
-
-/// Seconds from 50 µs to about 13 s (a call that ends in admission to one at a long deadline).
-pub(super) const SECONDS: Buckets = Buckets {
-    start: 0.000_05,
-    factor: 4.0,
-    count: 10,
-};
-
-/// Bytes from 64 KiB to 4 GiB (a guest's linear memory).
-pub(super) const MEMORY: Buckets = Buckets {
-    start: 65_536.0,
-    factor: 4.0,
-    count: 9,
-};
-
-/// Writes per group commit, 1 to 256.
-pub(super) const GROUP: Buckets = Buckets {
-    start: 1.0,
-    factor: 2.0,
-    count: 9,
-};
 
 fn seconds() -> Histogram {
-    SECONDS.histogram()
+    histogram(SECONDS)
 }
 
 fn memory() -> Histogram {
-    MEMORY.histogram()
-}
-
-/// How one call ended, for [`Metrics::call_ended`].
-#[derive(Debug, Clone, Copy)]
-pub struct CallEnd<'a> {
-    /// The tool's name when the registry has it; `None` counts as [`UNKNOWN_TOOL`].
-    pub tool: Option<&'a str>,
-    pub status: &'static str,
-    /// The failure code's wire name, `""` for none.
-    pub code: &'static str,
-    pub seconds: f64,
-    pub fuel: u64,
-    pub memory_peak_bytes: u64,
-    pub output_bytes: u64,
+    histogram(MEMORY)
 }
 
 /// Every metric the host keeps.
@@ -171,7 +122,7 @@ impl Metrics {
             output_bytes: Family::default(),
             in_flight: Gauge::default(),
             commit_seconds: seconds(),
-            group_size: GROUP.histogram(),
+            group_size: histogram(GROUP),
             model_requests: Family::default(),
             model_retries: Counter::default(),
             model_tokens: Family::default(),

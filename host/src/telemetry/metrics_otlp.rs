@@ -9,7 +9,7 @@
 use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 use opentelemetry::KeyValue;
 
-use super::metrics::{Buckets, CallEnd, GROUP, MEMORY, SECONDS, UNKNOWN_TOOL};
+use super::series::{Buckets, CallEnd, GROUP, MEMORY, SECONDS, UNKNOWN_TOOL};
 
 /// The instruments, made once from the exporting meter.
 pub(super) struct Instruments {

@@ -36,6 +36,7 @@ mod metrics_otlp;
 mod otlp;
 mod propagation;
 mod say;
+mod series;
 
 pub use logs::{install, LogFormat, TelemetryError, DEFAULT_FILTER};
 pub use metrics::{

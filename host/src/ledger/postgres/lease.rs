@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use super::super::outcome::closing;
 use super::super::{now_ms, LedgerError};
 use super::calls::close_call;
-use super::store::DB_NOW_MS;
+use super::task_schema::DB_NOW_MS;
 
 pub(super) fn lease_ms(lease: Duration) -> i64 {
     i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)

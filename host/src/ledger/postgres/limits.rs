@@ -4,7 +4,8 @@
 use super::super::codec::to_sql_u64;
 use super::super::limits::Budget;
 use super::super::LedgerError;
-use super::store::{PgStore, DB_NOW_MS};
+use super::store::PgStore;
+use super::task_schema::DB_NOW_MS;
 
 impl PgStore {
     /// Count one call of `tool` in `run` against its budgets, shared by every host: `None` when

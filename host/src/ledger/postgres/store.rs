@@ -49,10 +49,6 @@ impl Connector {
 /// without closing it.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The database's clock, in unix milliseconds (leases, rates and token expiry are judged by it
-/// alone): the schema's `toolhost_now_ms()` (`task_schema.rs`, version 9).
-pub(super) const DB_NOW_MS: &str = "toolhost_now_ms()";
-
 /// The reads, tokens, lease and recovery of a PostgreSQL ledger (see the module docs).
 pub struct PgStore {
     runtime: Option<Runtime>,

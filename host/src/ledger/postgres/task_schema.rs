@@ -67,6 +67,10 @@ END
 $$;
 "#;
 
+/// The database's clock, in unix milliseconds (leases, rates and token expiry are judged by it
+/// alone): the function version 9 defines.
+pub(super) const DB_NOW_MS: &str = "toolhost_now_ms()";
+
 /// Version 9: the database's clock as one function, `toolhost_now_ms()` (unix milliseconds),
 /// which every judgement of time across hosts reads (leases, rates, token expiry, tasks), so
 /// that all of them follow one clock and a test can set it apart from the host's.

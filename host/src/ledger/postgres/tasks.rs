@@ -7,7 +7,7 @@ use super::super::task_record::{
     task_arguments, task_call, NewTask, TaskCaps, TaskCreated, TaskRecord,
 };
 use super::super::LedgerError;
-use super::store::DB_NOW_MS;
+use super::task_schema::DB_NOW_MS;
 use super::PgStore;
 
 impl PgStore {

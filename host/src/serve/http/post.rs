@@ -6,6 +6,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, GetMeta};
 
+use super::routing::{json_answer, VERSION_HEADER};
 use super::{plain, Body, BODY_READ_TIMEOUT, MAX_REQUEST_BODY_BYTES};
 use crate::serve::frames::{check_body, Frame, FrameError};
 use crate::serve::stateless::is_stateless_version;
@@ -21,9 +22,6 @@ pub(super) enum Kind {
     /// Anything else belongs to a session.
     InSession,
 }
-
-/// The header a Streamable HTTP client names its protocol version in.
-pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// Whether a message names the 2026-07-28 revision or a later one, in its `_meta` or in the
 /// `MCP-Protocol-Version` header.
@@ -129,18 +127,6 @@ pub(super) async fn checked(req: Request<Incoming>) -> Result<Checked, Response<
 /// A JSON-RPC error as an HTTP answer.
 fn rpc_error(status: StatusCode, e: &FrameError) -> Response<Body> {
     json_answer(status, &e.answer())
-}
-
-/// A JSON-RPC message as an HTTP answer with `status`.
-pub(super) fn json_answer(status: StatusCode, message: &serde_json::Value) -> Response<Body> {
-    let body = serde_json::to_vec(message).expect("a JSON value serializes");
-    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    r
 }
 
 #[cfg(test)]

@@ -10,11 +10,12 @@
 
 use http::request::Parts;
 use http::HeaderValue;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode};
 use serde_json::json;
 
-use super::post::{json_answer, VERSION_HEADER as VERSION};
 use super::Body;
 
 const METHOD: &str = "mcp-method";
@@ -66,7 +67,7 @@ pub(super) fn complete(
         return None;
     };
     let mut missing = Vec::new();
-    if !parts.headers.contains_key(VERSION) {
+    if !parts.headers.contains_key(VERSION_HEADER) {
         missing.push("MCP-Protocol-Version");
     }
     if !parts.headers.contains_key(METHOD) {
@@ -104,6 +105,21 @@ pub(super) fn complete(
         },
     });
     Some(json_answer(StatusCode::BAD_REQUEST, &body))
+}
+
+/// The header a Streamable HTTP client names its protocol version in.
+pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// A JSON-RPC message as an HTTP answer with `status`.
+pub(super) fn json_answer(status: StatusCode, message: &serde_json::Value) -> Response<Body> {
+    let body = serde_json::to_vec(message).expect("a JSON value serializes");
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 #[cfg(test)]
