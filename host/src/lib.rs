@@ -9,21 +9,36 @@
 //! # What a library user needs
 //!
 //! - [`Config`] and [`Runtime`]: load and check `toolhost.toml`, build the host
-//!   (`Runtime::from_config`), and run calls (`Runtime::run_call`, `Runtime::call`).
+//!   (`Runtime::from_config`), and run calls (`Runtime::run_call`, `Runtime::call`; a front
+//!   door that needs the tool first prepares the call once, `Runtime::prepare`, then
+//!   `Runtime::run_prepared`).
 //! - [`contract`]: the vocabulary — [`ToolCall`], [`ToolResult`], [`Status`], [`Code`], [`Risk`],
 //!   [`RunContext`].
 //! - [`serve`]: MCP over stdio and Streamable HTTP; [`agent`]: the bounded model loop.
 //! - [`config`]: the file's sections and errors, `check-config`'s effective settings.
 //!
-//! The other modules — `registry`, `sandbox`, `policy`, `ledger`, `runtime`, `telemetry`,
-//! `cli` — are the machinery behind those (layered as `docs/architecture.md` says). They are
-//! public so that the integration tests, the benchmarks and the fuzz targets can reach single
-//! stages, and hidden from the documentation: they are not a stable interface. So are the benchmark-only entry
-//! points (`Runtime::unrecorded_for_benchmarks`, `call_floor`, `benchmark_params`).
+//! # Layout
+//!
+//! The layers of `docs/architecture.md`, lowest first; a module uses only lower ones, and no
+//! two files of one module import each other (`tests/all/layering.rs`):
+//!
+//! - `contract` (its own crate, `crates/contract`, re-exported here) and `telemetry`: the
+//!   vocabulary and what the host tells its operator.
+//! - `sandbox`, `ledger`, `policy`: execution under limits, the durable record, decisions.
+//! - `registry`: components → tools.
+//! - `runtime`: a call prepared once, then its stages (`runtime/stages/`, one file each).
+//! - `serve`, `agent`: the front doors, which reach the rest through the runtime only.
+//! - `config`, then `cli` (`main.rs` only parses the command line and calls it).
+//!
+//! The machinery modules (`registry`, `sandbox`, `policy`, `ledger`, `runtime`, `telemetry`,
+//! `cli`) are public so that the integration tests, the benchmarks and the fuzz targets can
+//! reach single stages, and hidden from the documentation: they are not a stable interface.
+//! So are the benchmark-only entry points (`Runtime::unrecorded_for_benchmarks`, `call_floor`,
+//! `benchmark_params`).
 
 pub mod agent;
 pub mod config;
-pub mod contract;
+pub use toolhost_contract as contract;
 pub mod serve;
 
 #[doc(hidden)]

@@ -284,7 +284,7 @@ mod tests {
     /// approved round's call.
     #[test]
     fn a_state_opens_for_its_caller() {
-        let alice = Caller::of_test("alice");
+        let alice = Caller::new("alice", "t");
         let s = sealed_for(&alice, 1_000);
         let r = seal().open(&s, &alice, 999).unwrap();
         assert_eq!(r.run_id, "R");
@@ -298,9 +298,9 @@ mod tests {
     /// another key are each refused with the approval code a token would get.
     #[test]
     fn states_are_checked_like_tokens() {
-        let alice = Caller::of_test("alice");
+        let alice = Caller::new("alice", "t");
         let s = sealed_for(&alice, 1_000);
-        let mallory = Caller::of_test("mallory");
+        let mallory = Caller::new("mallory", "t");
         assert_eq!(
             seal().open(&s, &mallory, 0),
             Err(ApprovalFailure::WrongPrincipal)

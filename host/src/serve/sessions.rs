@@ -214,7 +214,7 @@ mod tests {
     use super::*;
 
     fn who(p: &str) -> Caller {
-        Caller::of_test(p)
+        Caller::new(p, "t")
     }
 
     /// Bind `id` to `p` through a reservation.

@@ -135,8 +135,8 @@ mod tests {
     /// caller finds the same run on every request (and every host).
     #[test]
     fn a_run_name_is_scoped_by_principal_and_tenant() {
-        let alice = Caller::of_test("alice");
-        let mallory = Caller::of_test("mallory");
+        let alice = Caller::new("alice", "t");
+        let mallory = Caller::new("mallory", "t");
         assert_eq!(run_of(&alice, "r1"), run_of(&alice, "r1"));
         assert_ne!(run_of(&alice, "r1"), run_of(&mallory, "r1"));
         assert_ne!(run_of(&alice, "r1"), run_of(&alice, "r2"));
@@ -149,7 +149,7 @@ mod tests {
     /// The run and call come from `_meta`; without them, a fresh run and the JSON-RPC id.
     #[test]
     fn place_reads_run_and_call_from_meta() {
-        let alice = Caller::of_test("alice");
+        let alice = Caller::new("alice", "t");
         let id = RequestId::Number(7);
         let m = meta(json!({"toolhost/run": "r1", "toolhost/callId": "c-1"}));
         let p = place(&[Some(&m)], &alice, &id).unwrap();
@@ -168,7 +168,7 @@ mod tests {
     /// A run or call name that is not a short plain string is refused, not truncated or cleaned.
     #[test]
     fn bad_names_are_refused() {
-        let alice = Caller::of_test("alice");
+        let alice = Caller::new("alice", "t");
         let id = RequestId::Number(1);
         for bad in [
             json!(""),

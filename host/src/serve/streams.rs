@@ -104,7 +104,7 @@ mod tests {
     use http_body_util::{BodyExt, StreamBody};
 
     fn who(p: &str) -> Caller {
-        Caller::of_test(p)
+        Caller::new(p, "t")
     }
 
     /// One identity gets its share and no more; another still gets its own; a dropped

@@ -16,9 +16,7 @@ mod problem;
 mod render;
 mod risk;
 pub mod strict_json;
-pub(crate) mod wire;
-
-pub(crate) use wire::wire_enum;
+mod wire;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -44,10 +44,4 @@ impl Caller {
             origin,
         }
     }
-
-    /// The caller `principal` of tenant `t`, for unit tests.
-    #[cfg(test)]
-    pub(crate) fn of_test(principal: &str) -> Caller {
-        Caller::new(principal, "t")
-    }
 }

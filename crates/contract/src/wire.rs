@@ -4,7 +4,9 @@
 //! (clients, the ledger, operators' scripts) match on these names, so there is no second list
 //! that could drift.
 
-/// Declare an enum whose variants' wire names are given once (see the module docs).
+/// Declare an enum whose variants' wire names are given once (see the module docs). The crate
+/// that calls it depends on `serde`.
+#[macro_export]
 macro_rules! wire_enum {
     (
         $(#[$meta:meta])*
@@ -60,8 +62,6 @@ macro_rules! wire_enum {
         }
     };
 }
-
-pub(crate) use wire_enum;
 
 #[cfg(test)]
 mod tests {

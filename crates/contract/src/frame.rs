@@ -41,7 +41,7 @@ const LOOK_ALIKES: &[char] = &[
 
 /// Invisible characters that reorder or hide text (bidirectional controls, zero-width marks).
 /// Zero-width (non-)joiners stay: scripts need them and they reorder nothing.
-pub(crate) fn is_hiding_format(c: char) -> bool {
+pub fn is_hiding_format(c: char) -> bool {
     matches!(c,
         '\u{061C}' | '\u{200B}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}'
         | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')

@@ -207,7 +207,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::contract::{Code, ToolCall, Usage};
+    use crate::{Code, ToolCall, Usage};
 
     fn call() -> ToolCall {
         ToolCall {
