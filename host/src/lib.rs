@@ -22,8 +22,8 @@
 //! The layers of `docs/architecture.md`, lowest first; a module uses only lower ones, and no
 //! two files of one module import each other (`tests/all/layering.rs`):
 //!
-//! - `contract` (its own crate, `crates/contract`, re-exported here) and `telemetry`: the
-//!   vocabulary and what the host tells its operator.
+//! - `contract` and `telemetry`, each its own crate (`crates/contract`, `crates/telemetry`,
+//!   re-exported here): the vocabulary, and what the host tells its operator.
 //! - `sandbox`, `ledger`, `policy`: execution under limits, the durable record, decisions.
 //! - `registry`: components → tools.
 //! - `runtime`: a call prepared once, then its stages (`runtime/stages/`, one file each).
@@ -54,7 +54,7 @@ pub mod runtime;
 #[doc(hidden)]
 pub mod sandbox;
 #[doc(hidden)]
-pub mod telemetry;
+pub use toolhost_telemetry as telemetry;
 
 pub use config::Config;
 pub use contract::{Budgets, Code, Risk, RunContext, Status, ToolCall, ToolResult, Usage};
