@@ -24,7 +24,8 @@
 //!
 //! - `contract` and `telemetry`, each its own crate (`crates/contract`, `crates/telemetry`,
 //!   re-exported here): the vocabulary, and what the host tells its operator.
-//! - `sandbox`, `ledger`, `policy`: execution under limits, the durable record, decisions.
+//! - `sandbox`, `ledger`, `policy` (its own crate, `crates/policy`): execution under limits, the
+//!   durable record, decisions.
 //! - `registry`: components → tools.
 //! - `runtime`: a call prepared once, then its stages (`runtime/stages/`, one file each).
 //! - `serve`, `agent`: the front doors, which reach the rest through the runtime only.
@@ -46,7 +47,7 @@ pub mod cli;
 #[doc(hidden)]
 pub mod ledger;
 #[doc(hidden)]
-pub mod policy;
+pub use toolhost_policy as policy;
 #[doc(hidden)]
 pub mod registry;
 #[doc(hidden)]

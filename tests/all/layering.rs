@@ -564,7 +564,7 @@ fn calls_are_canonicalised_in_one_place() {
         ),
         ("host/src/runtime/stages/admit.rs", "its unit test"),
         (
-            "host/src/policy/approval.rs",
+            "crates/policy/src/approval.rs",
             "handles minted from plain arguments (the CLI's path)",
         ),
         (

@@ -35,8 +35,8 @@ use super::config::Effect;
 use super::constraint::{prefix_segments, Argument, Constraint};
 use super::rules::Rule;
 use super::Policy;
-use crate::contract::Caller;
-use crate::contract::Risk;
+use toolhost_contract::Caller;
+use toolhost_contract::Risk;
 
 impl Policy {
     /// The schema the arguments of `subject`'s calls to `tool` must also meet to be allowed, or
@@ -256,7 +256,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::policy::PolicyConfig;
+    use crate::PolicyConfig;
 
     fn policy(rules: &str) -> Policy {
         #[derive(serde::Deserialize)]

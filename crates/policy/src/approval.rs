@@ -56,11 +56,11 @@ use sha2::{Digest as _, Sha256};
 use super::config::DEFAULT_TTL_SECS;
 use super::keyfile::{self, KEY_LEN};
 use super::PolicyError;
-use crate::contract::canonical::{canonical_json, canonical_object, Member};
-pub use crate::contract::ApprovalMode;
-use crate::contract::Caller;
-use crate::contract::Risk;
-use crate::contract::{Code, ToolCall, ToolResult, Usage};
+use toolhost_contract::canonical::{canonical_json, canonical_object, Member};
+pub use toolhost_contract::ApprovalMode;
+use toolhost_contract::Caller;
+use toolhost_contract::Risk;
+use toolhost_contract::{Code, ToolCall, ToolResult, Usage};
 
 /// Domain separation for approval digests and MACs.
 pub const APPROVAL_DOMAIN: &str = "toolhost.approval.v2";
@@ -96,7 +96,7 @@ impl ApprovalSubject {
     }
 
     /// The subject of a call whose arguments are already in canonical form (the pipeline's
-    /// [`crate::contract::canonical::CanonicalCall::arguments`]).
+    /// [`toolhost_contract::canonical::CanonicalCall::arguments`]).
     pub fn from_canonical(tool: &str, arguments: &[u8], subject: &Caller, run_id: &str) -> Self {
         ApprovalSubject {
             tool: tool.to_string(),

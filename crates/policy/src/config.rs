@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::Risk;
+use toolhost_contract::Risk;
 
 /// The approval key's file name in the data directory, when `key_file` is not given.
 pub const DEFAULT_KEY_FILE_NAME: &str = "approval.key";
@@ -131,7 +131,7 @@ pub struct ApprovalConfig {
     pub ttl_secs: u64,
     /// Who may approve a tool that does not say (`client` or `operator`; default `client`).
     #[serde(default)]
-    pub approvers: crate::contract::Approvers,
+    pub approvers: toolhost_contract::Approvers,
 }
 
 impl Default for ApprovalConfig {
@@ -139,7 +139,7 @@ impl Default for ApprovalConfig {
         ApprovalConfig {
             key_file: None,
             ttl_secs: DEFAULT_TTL_SECS,
-            approvers: crate::contract::Approvers::default(),
+            approvers: toolhost_contract::Approvers::default(),
         }
     }
 }

@@ -76,11 +76,11 @@ pub use config::{
 };
 pub use keyfile::KEY_LEN;
 
-use crate::contract::{Caller, Code};
-use crate::contract::{ConfigProblem, Risk};
 use constraint::Outcome;
 pub use rules::glob_matches_any;
 use rules::Rule;
+use toolhost_contract::{Caller, Code};
+use toolhost_contract::{ConfigProblem, Risk};
 
 /// The model-facing message of every refusal: it reveals nothing of the policy.
 pub const UNAUTHORIZED_MESSAGE: &str = "this call is not authorized";

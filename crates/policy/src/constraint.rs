@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::config::ConstraintConfig;
 use super::PolicyError;
-use crate::contract::Caller;
+use toolhost_contract::Caller;
 
 /// The result of checking a condition.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::config::{Effect, RuleConfig};
 use super::constraint::{Constraint, Outcome};
 use super::PolicyError;
-use crate::contract::Caller;
-use crate::contract::Risk;
+use toolhost_contract::Caller;
+use toolhost_contract::Risk;
 
 /// Characters that make a pattern a glob rather than a literal name.
 const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\', '!', '^'];
