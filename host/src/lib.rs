@@ -24,8 +24,8 @@
 //!
 //! - `contract` and `telemetry`, each its own crate (`crates/contract`, `crates/telemetry`,
 //!   re-exported here): the vocabulary, and what the host tells its operator.
-//! - `sandbox`, `ledger`, `policy` (its own crate, `crates/policy`): execution under limits, the
-//!   durable record, decisions.
+//! - `sandbox`, `ledger`, `policy` (`sandbox` and `policy` are crates of their own under
+//!   `crates/`): execution under limits, the durable record, decisions.
 //! - `registry`: components → tools.
 //! - `runtime`: a call prepared once, then its stages (`runtime/stages/`, one file each).
 //! - `serve`, `agent`: the front doors, which reach the rest through the runtime only.
@@ -53,7 +53,7 @@ pub mod registry;
 #[doc(hidden)]
 pub mod runtime;
 #[doc(hidden)]
-pub mod sandbox;
+pub use toolhost_sandbox as sandbox;
 #[doc(hidden)]
 pub use toolhost_telemetry as telemetry;
 

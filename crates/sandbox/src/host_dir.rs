@@ -94,7 +94,7 @@ impl HostDir {
     }
 
     /// The path that names this open handle (and only it) for the life of the process.
-    pub(crate) fn proc_path(&self) -> PathBuf {
+    pub fn proc_path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
     }
 

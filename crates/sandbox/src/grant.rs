@@ -13,7 +13,7 @@ use super::allowlist::Allowlist;
 use super::host_dir::HostDir;
 use super::secrets::{CallSecrets, Secrets};
 use super::SandboxError;
-use crate::contract::Caller;
+use toolhost_contract::Caller;
 
 /// A host directory visible to the guest.
 #[derive(Debug, Clone)]

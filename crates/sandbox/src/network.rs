@@ -183,7 +183,7 @@ fn coding_other_than(h: &http::HeaderMap, name: http::HeaderName, allowed: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::HostPort;
+    use crate::HostPort;
     use std::net::SocketAddr;
     use wasmtime_wasi::sockets::SocketAddrUse;
 

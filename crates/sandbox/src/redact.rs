@@ -261,8 +261,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::secrets::{Secret, SecretValue, Secrets};
-    use crate::sandbox::Allowlist;
+    use crate::secrets::{Secret, SecretValue, Secrets};
+    use crate::Allowlist;
     use http_body_util::BodyExt;
     use std::sync::Arc;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::contract::ConfigProblem;
+use toolhost_contract::ConfigProblem;
 
 /// Default fuel per call: about two billion Wasm instructions, a couple of seconds of compute.
 pub const DEFAULT_FUEL: u64 = 2_000_000_000;

@@ -10,7 +10,7 @@ use wasmtime::component::{ComponentExportIndex, InstancePre, ResourceTable, Val}
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi_http::WasiHttpCtx;
 
-use crate::contract::LiveSinks;
+use toolhost_contract::LiveSinks;
 
 use super::disk::DiskWatch;
 use super::engine::{deadline_ticks, EPOCH_TICK};
@@ -293,10 +293,10 @@ async fn instantiate_and_call(
 }
 
 /// The caller of a benchmark's floor call, which has no caller.
-const NOBODY: crate::contract::Caller = crate::contract::Caller {
+const NOBODY: toolhost_contract::Caller = toolhost_contract::Caller {
     principal: String::new(),
     tenant: String::new(),
-    origin: crate::contract::Origin::Local,
+    origin: toolhost_contract::Origin::Local,
 };
 
 /// What `host.context()` answers in `call` under `limits` (starting now); the idempotency key
@@ -327,7 +327,7 @@ fn http_ctx() -> WasiHttpCtx {
 
 fn setup_failure(e: SandboxError, started: Instant) -> Execution {
     let fault = Fault::Setup {
-        detail: crate::contract::error_chain(&e),
+        detail: toolhost_contract::error_chain(&e),
     };
     ended_before_start(fault, started)
 }

@@ -203,7 +203,7 @@ fn is_loopback_literal(host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::HostPort;
+    use crate::HostPort;
 
     fn secret(name: &str, value: &str, hosts: &[&str]) -> Arc<Secret> {
         let hosts = hosts

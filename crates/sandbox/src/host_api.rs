@@ -7,10 +7,10 @@
 
 use serde::Serialize;
 
-use crate::contract::{GuestLog, GuestLogLevel, GuestProgress, LiveSinks};
+use toolhost_contract::{GuestLog, GuestLogLevel, GuestProgress, LiveSinks};
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../../wit",
     world: "toolhost:tool/tool",
 });
 
@@ -186,8 +186,8 @@ impl Reports {
 /// A kept guest log line as an event of the call's span (`telemetry::GUEST_TARGET`), escaped
 /// for one log line; formatted only when some subscriber shows that level.
 fn guest_event(level: Level, message: &str) {
-    use crate::contract::log_safe;
-    use crate::telemetry::GUEST_TARGET;
+    use toolhost_contract::log_safe;
+    use toolhost_telemetry::GUEST_TARGET;
     match level {
         Level::Debug => tracing::debug!(target: GUEST_TARGET, "{}", log_safe(message)),
         Level::Info => tracing::info!(target: GUEST_TARGET, "{}", log_safe(message)),
@@ -225,7 +225,7 @@ mod tests {
     /// Kept log lines go live, bounded copies at their level; lines past the cap do not.
     #[test]
     fn only_kept_log_lines_go_live() {
-        let (sink, mut rx) = crate::contract::LogSink::channel(1024);
+        let (sink, mut rx) = toolhost_contract::LogSink::channel(1024);
         let mut r = Reports {
             live: LiveSinks {
                 progress: None,
