@@ -24,16 +24,19 @@
 //!
 //! - `contract` and `telemetry`, each its own crate (`crates/contract`, `crates/telemetry`,
 //!   re-exported here): the vocabulary, and what the host tells its operator.
-//! - `sandbox`, `ledger`, `policy` (`sandbox` and `policy` are crates of their own under
-//!   `crates/`): execution under limits, the durable record, decisions.
+//! - `sandbox`, `ledger`, `policy`, each its own crate under `crates/`: execution under
+//!   limits, the durable record, decisions. The ledger is four crates: `ledger-store` (the
+//!   backend trait and its records), `ledger-sqlite` and `ledger-postgres` (one backend each),
+//!   and `ledger` (the facade the runtime holds, which never names a driver).
 //! - `registry`: components → tools.
 //! - `runtime`: a call prepared once, then its stages (`runtime/stages/`, one file each).
 //! - `serve`, `agent`: the front doors, which reach the rest through the runtime only.
 //! - `config`, then `cli` (`main.rs` only parses the command line and calls it).
 //!
-//! The machinery modules (`registry`, `sandbox`, `policy`, `ledger`, `runtime`, `telemetry`,
-//! `cli`) are public so that the integration tests, the benchmarks and the fuzz targets can
-//! reach single stages, and hidden from the documentation: they are not a stable interface.
+//! The machinery (the modules `registry`, `runtime` and `cli`, and the re-exported crates
+//! `sandbox`, `policy`, `ledger` and `telemetry`) is public so that the integration tests, the
+//! benchmarks and the fuzz targets can reach single stages, and hidden from the documentation:
+//! it is not a stable interface.
 //! So are the benchmark-only entry points (`Runtime::unrecorded_for_benchmarks`, `call_floor`,
 //! `benchmark_params`).
 
@@ -45,7 +48,7 @@ pub mod serve;
 #[doc(hidden)]
 pub mod cli;
 #[doc(hidden)]
-pub mod ledger;
+pub use toolhost_ledger as ledger;
 #[doc(hidden)]
 pub use toolhost_policy as policy;
 #[doc(hidden)]

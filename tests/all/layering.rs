@@ -219,7 +219,7 @@ fn uses(
         .collect()
 }
 
-/// The module path of a source file from the crate root (`ledger/sqlite/rows.rs` →
+/// The module path of a source file from the crate root (`crates/ledger-sqlite/src/rows.rs` →
 /// `[ledger, sqlite, rows]`; a `mod.rs` is its folder).
 fn module_path(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap();
@@ -285,47 +285,49 @@ fn modules_only_use_lower_layers() {
     );
 }
 
-/// The ledger's own parts and their layers (0 lowest): its vocabulary, its two interfaces,
-/// the backends, the group writer, and the facade (`Ledger`'s methods; `mod.rs` assembles).
+/// The ledger facade's own parts (`crates/ledger/src`) and their layers (0 lowest): the lower
+/// crates' parts it names (the stored values and interfaces, the backends), then the null
+/// store, the group writer, the facade's concerns, the call's journal, and `lib.rs`, which
+/// assembles (`mod`).
 const LEDGER_UNITS: &[(&str, u8)] = &[
+    ("codec", 0),
     ("error", 0),
-    ("codec", 1),
-    ("events", 2),
-    ("limits", 2),
-    ("outcome", 3),
-    ("owner", 3),
-    ("write", 4),
-    ("claims", 4),
-    ("verdicts", 4),
-    ("task_record", 4),
-    ("store", 5),
-    ("sqlite", 6),
-    ("postgres", 6),
-    ("null", 6),
-    ("group", 7),
-    ("admission", 8),
-    ("audit", 8),
-    ("tokens", 8),
-    ("transcript", 8),
-    ("recovery", 8),
-    ("reconcile", 8),
-    ("tasks", 8),
-    ("owed", 8),
-    ("config", 8),
-    ("journal", 9),
-    ("waiting", 10),
-    ("mod", 11),
+    ("events", 0),
+    ("limits", 0),
+    ("outcome", 0),
+    ("store", 0),
+    ("task_record", 0),
+    ("verdicts", 0),
+    ("write", 0),
+    ("sqlite", 0),
+    ("postgres", 0),
+    ("owner", 1),
+    ("group", 1),
+    ("null", 1),
+    ("claims", 2),
+    ("admission", 2),
+    ("audit", 2),
+    ("tokens", 2),
+    ("transcript", 2),
+    ("recovery", 2),
+    ("reconcile", 2),
+    ("tasks", 2),
+    ("owed", 2),
+    ("config", 2),
+    ("journal", 3),
+    ("waiting", 4),
+    ("mod", 5),
 ];
 
 /// Files that only tests compile: they may reach any part.
 fn is_test_file(name: &str) -> bool {
-    name == "tests" || name == "bench" || name.ends_with("_tests")
+    name == "tests" || name == "testing" || name == "bench" || name.ends_with("_tests")
 }
 
-/// What `crate::ledger::Name` means for each name `ledger/mod.rs` imports or re-exports: the
+/// What `crate::Name` means for each name the facade's `lib.rs` imports or re-exports: the
 /// part it comes from; a name it defines itself is `mod`.
 fn ledger_names(src: &Path) -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(src.join("ledger/mod.rs")).unwrap();
+    let text = std::fs::read_to_string(src.join("lib.rs")).unwrap();
     let mut map = BTreeMap::new();
     for line in text.lines() {
         let Some(rest) = ["pub use ", "pub(crate) use ", "use "]
@@ -346,12 +348,12 @@ fn ledger_names(src: &Path) -> BTreeMap<String, String> {
     map
 }
 
-/// Inside `ledger/`, a part uses only parts of lower layers (so there is no import circle,
-/// and the two backends do not use each other), and no module outside `ledger/` names a
-/// backend.
+/// Inside the ledger facade, a part uses only parts of lower layers (so there is no import
+/// circle); the crates below it (the store crate, each backend) are held apart by the compiler
+/// (`crates_follow_the_layer_table`).
 #[test]
 fn ledger_parts_only_use_lower_parts() {
-    let src = repo().join("host/src");
+    let src = repo().join("crates/ledger/src");
     let names = ledger_names(&src);
     let unit_layer = |u: &str| LEDGER_UNITS.iter().find(|(n, _)| *n == u).map(|(_, l)| *l);
     let mut files = Vec::new();
@@ -361,46 +363,33 @@ fn ledger_parts_only_use_lower_parts() {
     for file in &files {
         let module = module_path(&src, file);
         let rel = file.strip_prefix(&src).unwrap().display().to_string();
-        let text = std::fs::read_to_string(file).unwrap();
-        let found = paths(&text, &module);
-        if module.first().map(String::as_str) != Some("ledger") {
-            for (path, line) in found {
-                if path.len() > 1
-                    && path[0] == "ledger"
-                    && (path[1] == "sqlite" || path[1] == "postgres")
-                {
-                    wrong.push(format!(
-                        "{rel}:{line}: names the backend `ledger::{}`",
-                        path[1]
-                    ));
-                }
-            }
-            continue;
-        }
-        let own = module.get(1).cloned().unwrap_or_else(|| "mod".into());
-        if is_test_file(module.last().unwrap()) {
+        let own = module.first().cloned().unwrap_or_else(|| "mod".into());
+        if is_test_file(&own) {
             continue;
         }
         let Some(own_layer) = unit_layer(&own) else {
             wrong.push(format!("{rel}: ledger part `{own}` has no layer"));
             continue;
         };
-        for (path, line) in found {
-            if path.first().map(String::as_str) != Some("ledger") || path.len() < 2 {
+        let text = std::fs::read_to_string(file).unwrap();
+        // A file's inline test module may reach any part, as test files may.
+        let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        for (path, line) in paths(text, &module) {
+            let Some(first) = path.first() else {
                 continue;
-            }
-            let used = if unit_layer(&path[1]).is_some() {
-                path[1].clone()
+            };
+            let used = if unit_layer(first).is_some() {
+                first.clone()
             } else {
-                names.get(&path[1]).cloned().unwrap_or_else(|| "mod".into())
+                names.get(first).cloned().unwrap_or_else(|| "mod".into())
             };
             seen += 1;
             if used == own {
                 continue;
             }
             let used_layer = unit_layer(&used).unwrap_or(u8::MAX);
-            // The facade (layers 8 to 10) uses `Ledger` itself, which `mod.rs` defines.
-            let facade_uses_root = own_layer >= 8 && used == "mod";
+            // The facade's concerns (layer 2 and up) use `Ledger` itself, which `lib.rs` defines.
+            let facade_uses_root = own_layer >= 2 && used == "mod";
             if used_layer >= own_layer && !facade_uses_root {
                 wrong.push(format!(
                     "{rel}:{line}: ledger part `{own}` (layer {own_layer}) uses `{used}` (layer {used_layer})"
@@ -409,29 +398,133 @@ fn ledger_parts_only_use_lower_parts() {
         }
     }
     assert!(
-        seen > 80,
+        seen > 60,
         "only {seen} uses inside the ledger found: the scan is broken"
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// Each database driver is named in its backend's folder only: the facade, the runtime and
-/// everything else see the ledger's interfaces, never `rusqlite` or `tokio_postgres`.
+/// Each database driver is named by its backend's crate only: the facade, the runtime and
+/// everything else see the ledger's interfaces, never `rusqlite` or `tokio_postgres` (test
+/// files may, to inspect a database behind the ledger).
 #[test]
 fn drivers_are_named_only_in_their_backends() {
-    let src = repo().join("host/src");
+    let homes = [
+        ("rusqlite", "crates/ledger-sqlite/"),
+        ("tokio_postgres", "crates/ledger-postgres/"),
+    ];
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    for src in source_roots() {
+        rust_files(&src, &mut files);
+    }
+    let root = repo();
     let mut wrong = Vec::new();
     for file in &files {
-        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        let rel = file.strip_prefix(&root).unwrap().display().to_string();
+        let stem = file.file_stem().unwrap().to_string_lossy();
+        if is_test_file(&stem) {
+            continue;
+        }
         let code = without_comments(&std::fs::read_to_string(file).unwrap());
-        for (driver, home) in [
-            ("rusqlite", "ledger/sqlite/"),
-            ("tokio_postgres", "ledger/postgres/"),
-        ] {
+        for (driver, home) in homes {
             if code.contains(driver) && !rel.starts_with(home) {
                 wrong.push(format!("{rel} names {driver} (only {home} may)"));
+            }
+        }
+    }
+    for (name, deps) in workspace_crates() {
+        for (driver, home) in homes {
+            let package = driver.replace('_', "-");
+            let own = format!(
+                "toolhost-{}",
+                home.trim_start_matches("crates/").trim_end_matches('/')
+            );
+            if deps.normal.contains(&package) && name != own {
+                wrong.push(format!("{name} depends on {package} (only {own} may)"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The workspace's crates and their layers (0 lowest): a crate depends only on crates of lower
+/// layers, so the compiler holds the layers that `modules_only_use_lower_layers` reads in the
+/// `toolhost` crate's text.
+const CRATE_LAYERS: &[(&str, u8)] = &[
+    ("toolhost-contract", 0),
+    ("toolhost-telemetry", 0),
+    ("toolhost-ledger-store", 1),
+    ("toolhost-ledger-sqlite", 2),
+    ("toolhost-ledger-postgres", 2),
+    ("toolhost-ledger", 3),
+    ("toolhost-sandbox", 3),
+    ("toolhost-policy", 3),
+    ("toolhost", 9),
+];
+
+/// A crate's dependencies on the workspace's own crates, as its `Cargo.toml` lists them.
+struct CrateDeps {
+    normal: Vec<String>,
+    dev: Vec<String>,
+}
+
+/// Every crate of the workspace (`host` and `crates/*`) by its package name.
+fn workspace_crates() -> BTreeMap<String, CrateDeps> {
+    let mut dirs = vec![repo().join("host")];
+    for e in std::fs::read_dir(repo().join("crates")).unwrap() {
+        dirs.push(e.unwrap().path());
+    }
+    let mut out = BTreeMap::new();
+    for dir in dirs {
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let toml: toml::Value = toml::from_str(&text).unwrap();
+        let names = |table: &str| -> Vec<String> {
+            toml.get(table)
+                .and_then(|t| t.as_table())
+                .map(|t| t.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        let name = toml["package"]["name"].as_str().unwrap().to_string();
+        out.insert(
+            name,
+            CrateDeps {
+                normal: names("dependencies"),
+                dev: names("dev-dependencies"),
+            },
+        );
+    }
+    out
+}
+
+/// The crate graph is the layer table: every crate has a layer, depends only on crates below
+/// it, and the ledger's inner crates (its stored values, its backends) are depended on by
+/// ledger crates only.
+#[test]
+fn crates_follow_the_layer_table() {
+    let layer = |c: &str| CRATE_LAYERS.iter().find(|(n, _)| *n == c).map(|(_, l)| *l);
+    let crates = workspace_crates();
+    assert!(crates.len() >= 9, "only {} crates found", crates.len());
+    let mut wrong = Vec::new();
+    for (name, deps) in &crates {
+        let Some(own) = layer(name) else {
+            wrong.push(format!("crate {name} has no layer"));
+            continue;
+        };
+        for dep in deps.normal.iter().filter(|d| d.starts_with("toolhost")) {
+            match layer(dep) {
+                Some(l) if l < own => {}
+                l => wrong.push(format!(
+                    "{name} (layer {own}) depends on {dep} (layer {l:?})"
+                )),
+            }
+            let inner = dep.starts_with("toolhost-ledger-");
+            if inner && !name.starts_with("toolhost-ledger") {
+                wrong.push(format!("{name} depends on the ledger's inner crate {dep}"));
+            }
+        }
+        for dep in deps.dev.iter().filter(|d| d.starts_with("toolhost")) {
+            if layer(dep).is_none_or(|l| l >= own) {
+                wrong.push(format!("{name} (layer {own}) has the dev-dependency {dep}"));
             }
         }
     }

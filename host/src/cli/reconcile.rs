@@ -1,5 +1,5 @@
 //! `toolhost reconcile`: list the calls that ended `outcome_unknown`, and record what one of
-//! them did (`ledger/reconcile.rs` says what is stored and what a replay then answers).
+//! them did (`crates/ledger/src/reconcile.rs` says what is stored and what a replay then answers).
 
 use std::process::ExitCode;
 

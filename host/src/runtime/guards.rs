@@ -1,6 +1,6 @@
 //! Limits beyond one call: the `[run]` settings (per-run call budgets, a per-principal rate,
 //! a per-host concurrency limit) and the concurrency slots. The ledger keeps the budgets' and
-//! rates' counts (`ledger/limits.rs`). A breach ends the call before it executes.
+//! rates' counts (`crates/ledger-store/src/limits.rs`). A breach ends the call before it executes.
 
 use std::sync::Arc;
 

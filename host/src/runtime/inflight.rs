@@ -1,5 +1,5 @@
 //! Calls in flight on this runtime: counted while they live, so that a lone call may commit on
-//! its own thread when the ledger is idle (see `ledger/group.rs`).
+//! its own thread when the ledger is idle (see `crates/ledger/src/group.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

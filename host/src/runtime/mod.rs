@@ -65,7 +65,7 @@ pub struct Runtime {
     run_budgets: crate::contract::Budgets,
     executions: std::sync::atomic::AtomicU64,
     /// Calls in `run_call` or `refuse` right now: a lone call commits on its own thread when
-    /// the ledger is idle (see `ledger/group.rs`).
+    /// the ledger is idle (see `crates/ledger/src/group.rs`).
     in_flight: std::sync::atomic::AtomicUsize,
     /// Copies of running calls waiting for their originals now (`copies.rs`).
     waiting_duplicates: std::sync::atomic::AtomicUsize,

@@ -83,7 +83,7 @@ impl Runtime {
         let mut laps = Laps::start();
         // 1. admit (before anything else looks at the call). A call that may ask a human is
         // admitted first, so that a duplicate cannot ask a second time; any other is admitted
-        // with its first commit (`ledger/journal.rs`).
+        // with its first commit (`crates/ledger/src/journal.rs`).
         let late = !prepared
             .tool()
             .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));

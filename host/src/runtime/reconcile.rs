@@ -1,6 +1,6 @@
 //! Reconciliation from the runtime's side: an operator's record of what a call that ended
 //! `outcome_unknown` did, checked as the check stage checks a tool's output before the ledger
-//! takes it (`ledger/reconcile.rs` stores it).
+//! takes it (`crates/ledger/src/reconcile.rs` stores it).
 
 use crate::contract::ToolResult;
 use crate::ledger::{LedgerError, Reconciliation, Verdict};

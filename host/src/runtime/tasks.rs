@@ -1,5 +1,5 @@
 //! MCP tasks as the front doors see them ([`Runtime::tasks`]): a task's row in the ledger,
-//! found only by the caller that created it. The rows and their bounds are `ledger/tasks.rs`'s.
+//! found only by the caller that created it. The rows and their bounds are `crates/ledger/src/tasks.rs`'s.
 
 use crate::contract::Caller;
 

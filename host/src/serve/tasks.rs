@@ -3,7 +3,7 @@
 //! A `tools/call` of a tool configured `task = "optional"` or `"required"`, from a client that
 //! declared the extension, is answered at once with a task handle; the call runs on this host
 //! under every limit it has in a request. Whatever host of the ledger a client asks then:
-//! - `tasks/get` reads the task and its call's state from the ledger (`ledger/tasks.rs`);
+//! - `tasks/get` reads the task and its call's state from the ledger (`crates/ledger/src/tasks.rs`);
 //! - `tasks/cancel` marks the task in the ledger; the host that runs it reads the marks of its
 //!   own tasks every [`CANCEL_POLL`] and stops those calls (at once when it is this host);
 //! - `tasks/update` answers a task waiting for approval: the approved call runs on this host,
@@ -145,7 +145,7 @@ impl Tasks {
     /// A call the pipeline would refuse at resolve, validate or authorize is no task: the
     /// request answers it at once, and no row keeps its arguments. Over HTTP the task counts
     /// as one of its caller's requests in flight until its call ends; and every caller's open
-    /// tasks are bounded by the caps (`ledger/tasks.rs`). A caller with no room left is refused
+    /// tasks are bounded by the caps (`crates/ledger/src/tasks.rs`). A caller with no room left is refused
     /// `rate_limited` (recorded, as the pipeline's own rate refusals are).
     pub async fn create(
         self: &Arc<Tasks>,

@@ -1,5 +1,5 @@
 //! Stage 6, limit: the run's budgets and the principal's rate, taken from the ledger (which
-//! keeps them where every host on it sees them, `ledger/limits.rs`), then a slot on this host;
+//! keeps them where every host on it sees them, `crates/ledger-store/src/limits.rs`), then a slot on this host;
 //! a call cancelled or out of time by now does not start.
 
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! Stage 9, record: the outcome is committed before it is returned. When the ledger cannot
 //! take it (a database outage), the ledger keeps the outcome of an admitted call and records it
-//! as soon as a later commit shows the ledger reachable again (`ledger/owed.rs`); the model is
+//! as soon as a later commit shows the ledger reachable again (`crates/ledger/src/owed.rs`); the model is
 //! told the outcome is unknown.
 
 use crate::contract::{RunContext, Status, ToolCall, ToolResult};
