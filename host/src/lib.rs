@@ -28,12 +28,12 @@
 //!   limits, the durable record, decisions. The ledger is four crates: `ledger-store` (the
 //!   backend trait and its records), `ledger-sqlite` and `ledger-postgres` (one backend each),
 //!   and `ledger` (the facade the runtime holds, which never names a driver).
-//! - `registry`: components → tools.
+//! - `registry`, its own crate (`crates/registry`): components → tools.
 //! - `runtime`: a call prepared once, then its stages (`runtime/stages/`, one file each).
 //! - `serve`, `agent`: the front doors, which reach the rest through the runtime only.
 //! - `config`, then `cli` (`main.rs` only parses the command line and calls it).
 //!
-//! The machinery (the modules `registry`, `runtime` and `cli`, and the re-exported crates
+//! The machinery (the modules `runtime` and `cli`, and the re-exported crates `registry`,
 //! `sandbox`, `policy`, `ledger` and `telemetry`) is public so that the integration tests, the
 //! benchmarks and the fuzz targets can reach single stages, and hidden from the documentation:
 //! it is not a stable interface.
@@ -52,7 +52,7 @@ pub use toolhost_ledger as ledger;
 #[doc(hidden)]
 pub use toolhost_policy as policy;
 #[doc(hidden)]
-pub mod registry;
+pub use toolhost_registry as registry;
 #[doc(hidden)]
 pub mod runtime;
 #[doc(hidden)]

@@ -242,10 +242,10 @@ impl Runtime {
     ) -> Result<Vec<Val>, wasmtime::Error> {
         self.sandbox
             .call_floor(
-                &tool.pre,
-                &tool.func,
+                tool.pre(),
+                tool.func(),
                 params,
-                usize::from(tool.result.is_some()),
+                usize::from(tool.result().is_some()),
             )
             .await
     }

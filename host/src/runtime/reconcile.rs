@@ -47,7 +47,7 @@ impl Runtime {
                     max: tool.limits.output_bytes,
                 });
             }
-            if let Err(violations) = tool.output_validator.validate(output) {
+            if let Err(violations) = tool.output_validator().validate(output) {
                 let detail: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
                 return Err(ReconcileError::InvalidOutput(detail.join("; ")));
             }

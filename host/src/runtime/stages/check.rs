@@ -102,7 +102,7 @@ pub(in crate::runtime) fn check(
             usage,
         );
     }
-    let value = match (results.into_iter().next(), &tool.result) {
+    let value = match (results.into_iter().next(), tool.result()) {
         (None, _) => Ok(Value::Null),
         (Some(Val::Result(r)), Some(Type::Result(_))) => match r {
             Ok(ok) => ok.map_or(Ok(Value::Null), |v| to_json(*v, "output")),
@@ -152,7 +152,7 @@ pub(in crate::runtime) fn check(
             usage,
         );
     }
-    if let Err(violations) = tool.output_validator.validate(&value) {
+    if let Err(violations) = tool.output_validator().validate(&value) {
         let detail: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
         return failed_with_diagnostic(
             rt,

@@ -58,10 +58,10 @@ pub(in crate::runtime) async fn in_sandbox(
         .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     rt.sandbox
         .execute(Invocation {
-            pre: &tool.pre,
-            func: &tool.func,
+            pre: tool.pre(),
+            func: tool.func(),
             params,
-            result_count: usize::from(tool.result.is_some()),
+            result_count: usize::from(tool.result().is_some()),
             limits,
             grant: &tool.grant,
             call: CallIds {

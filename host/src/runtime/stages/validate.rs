@@ -41,7 +41,7 @@ pub(in crate::runtime) fn parameters(
             "the arguments are larger than {MAX_INPUT_BYTES} bytes"
         ));
     }
-    if let Err(violations) = tool.input_validator.validate(args) {
+    if let Err(violations) = tool.input_validator().validate(args) {
         let text: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
         return Err(format!(
             "invalid arguments: {}",
@@ -53,11 +53,11 @@ pub(in crate::runtime) fn parameters(
         .ok_or_else(|| "the arguments must be a JSON object".to_string())?;
     if let Some(extra) = obj
         .keys()
-        .find(|k| !tool.params.iter().any(|(n, _)| n == *k))
+        .find(|k| !tool.params().iter().any(|(n, _)| n == *k))
     {
         return Err(format!("unexpected argument {:?}", clip(extra, 64)));
     }
-    tool.params
+    tool.params()
         .iter()
         .map(|(name, ty)| {
             let v = obj

@@ -1,5 +1,5 @@
 //! The `[[component]]` section of `toolhost.toml`: which components, which capabilities, which
-//! limits (the whole file is `crate::config::Config`).
+//! limits (the whole file is `toolhost::config::Config`).
 //!
 //! Parsing is strict (`deny_unknown_fields`), names and addresses are validated newtypes whose
 //! errors say how to fix the value, and every default is the safe one: no filesystem, no network,
@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::contract::{ApprovalMode, Risk, TaskMode};
-use crate::sandbox::{HostPort, LimitsOverride};
+pub use toolhost_contract::{ApprovalMode, Risk, TaskMode};
+use toolhost_sandbox::{HostPort, LimitsOverride};
 
 /// One component and the tools it exports.
 #[derive(Debug, Clone, Deserialize)]
@@ -80,7 +80,7 @@ pub struct ToolConfig {
     /// Who may approve its calls (`client` or `operator`; default: `[policy.approval]
     /// approvers`, itself `client` by default).
     #[serde(default)]
-    pub approvers: Option<crate::contract::Approvers>,
+    pub approvers: Option<toolhost_contract::Approvers>,
     /// Operator refinements of the derived schemas; they can only narrow them.
     #[serde(default)]
     pub refine: Refinement,

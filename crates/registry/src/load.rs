@@ -13,8 +13,8 @@ use super::config::{ComponentConfig, ToolConfig, ToolName};
 use super::{
     cache, docs, grants, imports, schema, validate, Origin, Registry, RegistryError, Tool,
 };
-use crate::contract::{Risk, RiskSource};
-use crate::sandbox::{Limits, Sandbox};
+use toolhost_contract::{Risk, RiskSource};
+use toolhost_sandbox::{Limits, Sandbox};
 
 impl Registry {
     pub(super) fn load_component(

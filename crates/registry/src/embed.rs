@@ -93,7 +93,7 @@ fn top_level_sections(component: &[u8]) -> Result<Vec<(u8, Range<usize>)>, Embed
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::docs::read_docs;
+    use crate::docs::read_docs;
 
     const WIT: &str = "package a:b@1.0.0;\ninterface tools {\n  /// Adds.\n  add: func(x: u32) -> u32;\n}\nworld w { include toolhost:tool/tool@0.1.0; export tools; }\n";
 

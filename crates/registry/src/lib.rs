@@ -6,6 +6,9 @@
 //! calls. This file holds the types and [`Registry::load`]; the `[[component]]` section is
 //! `config.rs`, grants `grants.rs`, WIT → JSON Schema `schema.rs`, JSON ↔ WIT values
 //! `convert/`, schema validation `validate/`.
+//!
+//! A crate of its own above the sandbox: it uses the contract and the sandbox only, and the
+//! runtime reads a loaded [`Tool`] through its accessors.
 
 pub mod cache;
 pub mod config;
@@ -30,8 +33,8 @@ use serde_json::Value;
 use wasmtime::component::types::Type;
 use wasmtime::component::{ComponentExportIndex, InstancePre};
 
-use crate::sandbox::{CallState, Grant, Limits, Sandbox, SandboxError};
 use config::{ComponentConfig, Risk, ToolName};
+use toolhost_sandbox::{CallState, Grant, Limits, Sandbox, SandboxError};
 
 pub use cache::Origin;
 
@@ -48,7 +51,7 @@ pub enum RegistryError {
     Compile {
         path: PathBuf,
         #[source]
-        source: crate::sandbox::BoxError,
+        source: toolhost_sandbox::BoxError,
     },
     #[error("{path} imports `{import}`, which is not granted: {hint}")]
     ImportNotGranted {
@@ -156,12 +159,12 @@ pub struct Tool {
     pub output_schema: Value,
     pub risk: Risk,
     /// Where `risk` came from: the tool's setting, its component's, or its grants.
-    pub risk_from: crate::contract::RiskSource,
-    pub approval: crate::contract::ApprovalMode,
+    pub risk_from: toolhost_contract::RiskSource,
+    pub approval: toolhost_contract::ApprovalMode,
     /// Who may approve its calls, if the tool says (else the policy's default).
-    pub approvers: Option<crate::contract::Approvers>,
+    pub approvers: Option<toolhost_contract::Approvers>,
     /// Whether its calls run as MCP tasks.
-    pub task: crate::contract::TaskMode,
+    pub task: toolhost_contract::TaskMode,
     pub limits: Limits,
     pub grant: Grant,
     pub(crate) input_validator: validate::Validator,
@@ -184,7 +187,39 @@ pub struct ToolDefinition {
     pub risk: Risk,
 }
 
+/// What the runtime's stages read of a loaded tool; the fields stay private so that only a load
+/// makes them, each derived from the same component.
 impl Tool {
+    /// Checks a call's arguments against `input_schema`.
+    pub fn input_validator(&self) -> &validate::Validator {
+        &self.input_validator
+    }
+
+    /// Checks a result against `output_schema`.
+    pub fn output_validator(&self) -> &validate::Validator {
+        &self.output_validator
+    }
+
+    /// The WIT function's parameters, by name, in order.
+    pub fn params(&self) -> &[(String, Type)] {
+        &self.params
+    }
+
+    /// The WIT function's result type (`None` for a function without one).
+    pub fn result(&self) -> Option<&Type> {
+        self.result.as_ref()
+    }
+
+    /// The export to call.
+    pub fn func(&self) -> &ComponentExportIndex {
+        &self.func
+    }
+
+    /// The component with its imports resolved once, ready to instantiate.
+    pub fn pre(&self) -> &Arc<InstancePre<CallState>> {
+        &self.pre
+    }
+
     pub fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: self.name.to_string(),

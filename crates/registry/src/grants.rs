@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use crate::sandbox::{check_caller_name, DirGrant, DirSource, Grant, HostDir, PathPart};
+use toolhost_sandbox::{check_caller_name, DirGrant, DirSource, Grant, HostDir, PathPart};
 
 use super::config::{ComponentConfig, FsGrant, FsMode, NetworkGrant};
 use super::LoadSpec;
@@ -127,7 +127,7 @@ fn resolve(
 fn with_network(dirs: Vec<DirGrant>, network: Option<&NetworkGrant>) -> Grant {
     Grant {
         dirs,
-        network: crate::sandbox::Allowlist::new(
+        network: toolhost_sandbox::Allowlist::new(
             network.map(|n| n.allow.clone()).unwrap_or_default(),
         ),
         dns: network.is_some_and(|n| n.dns),

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::sandbox::{
+use toolhost_sandbox::{
     Allowlist, Grant, Secret, SecretValue, MAX_SECRETS_PER_COMPONENT, MAX_SECRET_BYTES,
 };
 
@@ -109,7 +109,7 @@ fn read_file(path: &PathBuf) -> Result<String, String> {
 
 /// The secrets `grant` may use: those with a host its network allows.
 pub fn bind(grant: &mut Grant, secrets: &[Arc<Secret>]) {
-    grant.secrets = crate::sandbox::Secrets::new(
+    grant.secrets = toolhost_sandbox::Secrets::new(
         secrets
             .iter()
             .filter(|s| s.hosts.entries().iter().any(|h| grant.network.allows(h)))

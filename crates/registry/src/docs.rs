@@ -166,7 +166,7 @@ fn world_exports(
 /// controls but line feed and tab, no invisible reordering marks) and cut to
 /// [`MAX_DESCRIPTION_BYTES`]. It can then neither open nor close a frame the host writes.
 fn description(doc: &str) -> String {
-    let (mut text, cut) = crate::contract::frame::escape(doc, MAX_DESCRIPTION_BYTES - 3);
+    let (mut text, cut) = toolhost_contract::frame::escape(doc, MAX_DESCRIPTION_BYTES - 3);
     if cut {
         text.push('…');
     }
