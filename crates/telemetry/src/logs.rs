@@ -14,7 +14,14 @@ use super::otlp::Endpoint;
 
 /// Whether a callsite is toolhost's own.
 fn own(meta: &Metadata<'_>) -> bool {
-    meta.target() == "toolhost" || meta.target().starts_with("toolhost::")
+    own_target(meta.target())
+}
+
+/// Whether a target is toolhost's: the `toolhost` crate's (`toolhost`, `toolhost::…`: the named
+/// targets `toolhost::call` and `toolhost::guest` too) or another crate of its workspace's
+/// (`toolhost_runtime::…`, `toolhost_ledger::…`, whose callsites take their module's path).
+fn own_target(target: &str) -> bool {
+    target == "toolhost" || target.starts_with("toolhost::") || target.starts_with("toolhost_")
 }
 
 /// What becomes an OTLP span: every span of toolhost's own (events are log records instead).
@@ -123,4 +130,26 @@ pub fn install(
         .with(records)
         .try_init()
         .map_err(|_| TelemetryError::AlreadyInstalled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_target;
+
+    #[test]
+    fn every_crate_of_the_workspace_is_own() {
+        for target in [
+            "toolhost",
+            "toolhost::call",
+            "toolhost::guest",
+            "toolhost_runtime::pipeline",
+            "toolhost_ledger_sqlite::writer",
+            "toolhost_serve::http",
+        ] {
+            assert!(own_target(target), "{target}");
+        }
+        for target in ["rmcp::service", "wasmtime", "toolhostile", "hyper::proto"] {
+            assert!(!own_target(target), "{target}");
+        }
+    }
 }
