@@ -66,7 +66,7 @@ fn load() -> Fixture {
     );
     let text = format!("data_dir = \".toolhost/fuzz\"\n[[component]]\npath = \"{GUEST}\"\n");
     let config = Config::parse(&text, &root).expect("the fixture config parses");
-    let runtime = Runtime::from_loaded(&config, EpochMode::Manual).expect("the fixture loads");
+    let runtime = config.start(EpochMode::Manual).expect("the fixture loads");
 
     let engine = runtime.sandbox().engine();
     let bytes = std::fs::read(&guest).expect("the guest is readable");

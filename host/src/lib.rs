@@ -9,7 +9,7 @@
 //! # What a library user needs
 //!
 //! - [`Config`] and [`Runtime`]: load and check `toolhost.toml`, build the host
-//!   (`Runtime::from_config`), and run calls (`Runtime::run_call`, `Runtime::call`; a front
+//!   (`Config::start`), and run calls (`Runtime::run_call`, `Runtime::call`; a front
 //!   door that needs the tool first prepares the call once, `Runtime::prepare`, then
 //!   `Runtime::run_prepared`).
 //! - [`contract`]: the vocabulary — [`ToolCall`], [`ToolResult`], [`Status`], [`Code`], [`Risk`],
@@ -29,11 +29,12 @@
 //!   backend trait and its records), `ledger-sqlite` and `ledger-postgres` (one backend each),
 //!   and `ledger` (the facade the runtime holds, which never names a driver).
 //! - `registry`, its own crate (`crates/registry`): components → tools.
-//! - `runtime`: a call prepared once, then its stages (`runtime/stages/`, one file each).
+//! - `runtime`, its own crate (`crates/runtime`): a call prepared once, then its stages
+//!   (`stages/`, one file each).
 //! - `serve`, `agent`: the front doors, which reach the rest through the runtime only.
 //! - `config`, then `cli` (`main.rs` only parses the command line and calls it).
 //!
-//! The machinery (the modules `runtime` and `cli`, and the re-exported crates `registry`,
+//! The machinery (the module `cli`, and the re-exported crates `runtime`, `registry`,
 //! `sandbox`, `policy`, `ledger` and `telemetry`) is public so that the integration tests, the
 //! benchmarks and the fuzz targets can reach single stages, and hidden from the documentation:
 //! it is not a stable interface.
@@ -54,7 +55,7 @@ pub use toolhost_policy as policy;
 #[doc(hidden)]
 pub use toolhost_registry as registry;
 #[doc(hidden)]
-pub mod runtime;
+pub use toolhost_runtime as runtime;
 #[doc(hidden)]
 pub use toolhost_sandbox as sandbox;
 #[doc(hidden)]

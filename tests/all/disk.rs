@@ -75,7 +75,7 @@ fn runtime_in(dir: &Path, limits: &str) -> (PathBuf, Runtime) {
     .unwrap();
     let mut loaded = toolhost::Config::load(&config).expect("config loads");
     loaded.cache_dir = Some(shared_cache());
-    let rt = Runtime::from_loaded(&loaded, EpochMode::Ticker).expect("runtime");
+    let rt = loaded.start(EpochMode::Ticker).expect("runtime");
     (hoard, rt)
 }
 

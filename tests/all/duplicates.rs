@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolhost::runtime::MAX_WAITING_DUPLICATES;
-use toolhost::{Code, EpochMode, Runtime, Status, ToolCall, ToolResult};
+use toolhost::{Code, Config, EpochMode, Runtime, Status, ToolCall, ToolResult};
 
 use crate::support::{guest, temp_config, toml_path};
 
@@ -45,7 +45,7 @@ fn spinning_host() -> (tempfile::TempDir, Arc<Runtime>) {
     ));
     (
         dir,
-        Arc::new(Runtime::from_config(&path, EpochMode::Manual).unwrap()),
+        Arc::new(Config::start_file(&path, EpochMode::Manual).unwrap()),
     )
 }
 

@@ -279,7 +279,7 @@ async fn a_dropped_read_call_releases_its_claim() {
         ),
     ));
     let rt = std::sync::Arc::new(
-        toolhost::Runtime::from_config(&cfg, toolhost::EpochMode::Ticker).unwrap(),
+        toolhost::Config::start_file(&cfg, toolhost::EpochMode::Ticker).unwrap(),
     );
     let ctx = rt.context("alice", "acme");
     let call = crate::support::call("sleep_forever", json!({}));

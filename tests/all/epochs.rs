@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolhost::sandbox::deadline_ticks;
-use toolhost::{Code, EpochMode, Runtime, Status};
+use toolhost::{Code, Config, EpochMode, Status};
 
 use crate::support::{guest, temp_config, toml_path};
 
@@ -19,7 +19,7 @@ async fn manual_epochs_interrupt_a_spinning_guest() {
         crate::support::own_data(),
         toml_path(&guest("hostile")),
     ));
-    let rt = Arc::new(Runtime::from_config(&path, EpochMode::Manual).unwrap());
+    let rt = Arc::new(Config::start_file(&path, EpochMode::Manual).unwrap());
 
     let done = Arc::new(AtomicBool::new(false));
     let ticker = {

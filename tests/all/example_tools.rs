@@ -177,7 +177,7 @@ fn http_get_without_grant_is_refused_at_load() {
         cache(),
         toml_path(&guest("http-get"))
     ));
-    let err = toolhost::Runtime::from_config(&cfg, toolhost::EpochMode::Manual)
+    let err = toolhost::Config::start_file(&cfg, toolhost::EpochMode::Manual)
         .err()
         .expect("refused")
         .to_string();

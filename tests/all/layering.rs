@@ -460,6 +460,7 @@ const CRATE_LAYERS: &[(&str, u8)] = &[
     ("toolhost-sandbox", 3),
     ("toolhost-policy", 3),
     ("toolhost-registry", 4),
+    ("toolhost-runtime", 5),
     ("toolhost", 9),
 ];
 
@@ -504,7 +505,7 @@ fn workspace_crates() -> BTreeMap<String, CrateDeps> {
 fn crates_follow_the_layer_table() {
     let layer = |c: &str| CRATE_LAYERS.iter().find(|(n, _)| *n == c).map(|(_, l)| *l);
     let crates = workspace_crates();
-    assert!(crates.len() >= 10, "only {} crates found", crates.len());
+    assert!(crates.len() >= 11, "only {} crates found", crates.len());
     let mut wrong = Vec::new();
     for (name, deps) in &crates {
         let Some(own) = layer(name) else {
@@ -638,8 +639,8 @@ fn front_doors_reach_past_the_runtime_nowhere() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// A call is put in canonical form in one place (`runtime/prepared.rs`, once per call, which
-/// `once_per_call` counts); the other files that canonicalise JSON do so for something that is
+/// A call is put in canonical form in one place (`crates/runtime/src/prepared.rs`, once per
+/// call, which `once_per_call` counts); the other files that canonicalise JSON do so for something that is
 /// not a call on its way through the pipeline, each named here with what it is.
 #[test]
 fn calls_are_canonicalised_in_one_place() {
@@ -649,14 +650,14 @@ fn calls_are_canonicalised_in_one_place() {
             "the canonical forms themselves",
         ),
         (
-            "host/src/runtime/prepared.rs",
+            "crates/runtime/src/prepared.rs",
             "the one place a call is canonicalised",
         ),
         (
-            "host/src/runtime/approvals.rs",
+            "crates/runtime/src/approvals.rs",
             "arguments an operator passes to `toolhost approve`",
         ),
-        ("host/src/runtime/stages/admit.rs", "its unit test"),
+        ("crates/runtime/src/stages/admit.rs", "its unit test"),
         (
             "crates/policy/src/approval.rs",
             "handles minted from plain arguments (the CLI's path)",

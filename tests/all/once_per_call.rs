@@ -43,7 +43,7 @@ fn host() -> (tempfile::TempDir, Arc<Runtime>, Config) {
     let path: PathBuf = dir.path().join("toolhost.toml");
     std::fs::write(&path, text).unwrap();
     let loaded = Config::load(&path).unwrap();
-    let rt = Runtime::from_loaded(&loaded, EpochMode::Ticker).unwrap();
+    let rt = loaded.start(EpochMode::Ticker).unwrap();
     (dir, Arc::new(rt), loaded)
 }
 

@@ -97,7 +97,8 @@ async fn pg_the_ledger_connection_is_tls_and_verified() {
     let err = tokio::task::spawn_blocking(move || {
         let mut loaded = toolhost::Config::load(&untrusted).unwrap();
         loaded.data_dir = Some(crate::support::fresh_data_dir());
-        toolhost::Runtime::from_loaded(&loaded, toolhost::EpochMode::Ticker)
+        loaded
+            .start(toolhost::EpochMode::Ticker)
             .map(|_| ())
             .unwrap_err()
     })

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use toolhost::runtime::batch::Proposal;
-use toolhost::{Code, EpochMode, RunContext, Runtime, Status, ToolCall};
+use toolhost::{Code, Config, EpochMode, RunContext, Runtime, Status, ToolCall};
 
 use crate::support::{guest, toml_path, toolhost};
 
@@ -112,7 +112,7 @@ async fn wait_for_first_execution(rt: &Runtime) {
 }
 
 fn rt(e: &Env) -> Runtime {
-    Runtime::from_config(&e.config, EpochMode::Ticker).unwrap()
+    Config::start_file(&e.config, EpochMode::Ticker).unwrap()
 }
 
 fn call(id: &str, name: &str, args: Value) -> ToolCall {

@@ -52,7 +52,7 @@ fn example_runtime_with(lang: &str, max_concurrent_calls: Option<u32>) -> Runtim
     config.run.max_concurrent_calls = max_concurrent_calls;
     config.data_dir = Some(fresh_data_dir());
     config.cache_dir = Some(wasm.parent().unwrap().join(".toolhost/cache"));
-    Runtime::from_loaded(&config, EpochMode::Ticker).expect("the example loads")
+    config.start(EpochMode::Ticker).expect("the example loads")
 }
 
 /// `toolhost tools` shows the author's words for every tool, in both languages, and only the

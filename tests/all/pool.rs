@@ -20,7 +20,7 @@ fn config(max_concurrent: u32) -> String {
 #[test]
 fn a_concurrency_limit_beyond_the_pool_is_refused() {
     let (_dir, path) = temp_config(&config(MAX_CONCURRENT_INSTANCES + 1));
-    let err = match toolhost::Runtime::from_config(&path, toolhost::EpochMode::Manual) {
+    let err = match toolhost::Config::start_file(&path, toolhost::EpochMode::Manual) {
         Ok(_) => panic!("the config was accepted"),
         Err(e) => e.to_string(),
     };

@@ -20,7 +20,7 @@ fn runtime_in(cfg: &Path, data: PathBuf) -> Runtime {
     let mut loaded = toolhost::Config::load(cfg).expect("config loads");
     loaded.data_dir = Some(data);
     loaded.cache_dir = Some(shared_cache());
-    Runtime::from_loaded(&loaded, EpochMode::Ticker).expect("runtime")
+    loaded.start(EpochMode::Ticker).expect("runtime")
 }
 
 /// The fixture's world: a bound API, another allowed host, a writable `/out` and, by the

@@ -44,7 +44,7 @@ pub fn runtime(config: &Path) -> Runtime {
     let mut loaded = toolhost::Config::load(config).expect("config loads");
     loaded.data_dir = Some(fresh_data_dir());
     loaded.cache_dir = Some(shared_cache());
-    Runtime::from_loaded(&loaded, EpochMode::Ticker).expect("config loads")
+    loaded.start(EpochMode::Ticker).expect("config loads")
 }
 
 /// The compile cache every test shares (compiling is the slow part; the ledger is per test).

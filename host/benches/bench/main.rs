@@ -39,7 +39,7 @@ use serde_json::{json, Value};
 use toolhost::contract::canonical::digest_bytes;
 use toolhost::contract::{ToolCall, ToolResult};
 use toolhost::ledger::{Ledger, LedgerOptions, Opening, PendingEvent};
-use toolhost::{EpochMode, Runtime, Status};
+use toolhost::{Config, EpochMode, Runtime, Status};
 
 use stats::{micros, Figure};
 
@@ -138,7 +138,7 @@ async fn sample_result(rt: &Runtime) -> ToolResult {
 }
 
 fn runtime(config: &std::path::Path) -> Runtime {
-    Runtime::from_config(config, EpochMode::Ticker).expect("the bench config loads")
+    Config::start_file(config, EpochMode::Ticker).expect("the bench config loads")
 }
 
 fn call(id: String, name: &str, args: Value) -> ToolCall {

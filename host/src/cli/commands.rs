@@ -188,7 +188,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
 /// Load the runtime for a config (or one component), or the exit status of a bad one.
 fn load(source: &Source) -> Result<Runtime, ExitCode> {
     let config = source.config().map_err(|e| usage_error(&e))?;
-    Runtime::from_loaded(&config, EpochMode::Ticker).map_err(|e| usage_error(&e))
+    config.start(EpochMode::Ticker).map_err(|e| usage_error(&e))
 }
 
 /// `toolhost check FILE`: the component loaded as `--component FILE` loads it, its compiled

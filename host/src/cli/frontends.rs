@@ -35,7 +35,7 @@ pub(super) async fn serve(
     {
         o.jwks = config.base_dir.join(&o.jwks).display().to_string();
     }
-    let rt = match Runtime::from_loaded(&config, EpochMode::Ticker) {
+    let rt = match config.start(EpochMode::Ticker) {
         Ok(rt) => rt,
         Err(e) => return usage_error(&e),
     };
@@ -186,7 +186,7 @@ pub(super) async fn agent_run(source: &Source, identity: &CallerArgs, args: Agen
         },
         (None, None) => unreachable!("clap requires --prompt or --messages"),
     };
-    let rt = match Runtime::from_loaded(&config, EpochMode::Ticker) {
+    let rt = match config.start(EpochMode::Ticker) {
         Ok(rt) => Arc::new(rt),
         Err(e) => return usage_error(&e),
     };

@@ -70,27 +70,28 @@ impl Config {
     }
 }
 
-impl Runtime {
-    /// Load a config file: engine sized for its limits, every component loaded, the ledger
-    /// opened (and calls a previous process left unfinished closed as `outcome_unknown`).
-    pub fn from_config(path: &std::path::Path, epochs: EpochMode) -> Result<Runtime, StartError> {
-        Runtime::from_loaded(&Config::load(path)?, epochs)
+impl Config {
+    /// Load a config file and start the host it describes ([`Config::start`]).
+    pub fn start_file(path: &std::path::Path, epochs: EpochMode) -> Result<Runtime, StartError> {
+        Config::load(path)?.start(epochs)
     }
 
-    /// [`Runtime::from_config`] for a config already loaded (a frontend reads its own section).
-    pub fn from_loaded(config: &Config, epochs: EpochMode) -> Result<Runtime, StartError> {
+    /// Start the host this config describes: engine sized for its limits, every component
+    /// loaded, the ledger opened (and calls a previous process left unfinished closed as
+    /// `outcome_unknown`).
+    pub fn start(&self, epochs: EpochMode) -> Result<Runtime, StartError> {
         let Checked {
             sandbox,
             mut registry,
             policy,
-        } = check(config, epochs)?;
-        let data = config.data_dir();
+        } = check(self, epochs)?;
+        let data = self.data_dir();
         // Side effects from here on.
         registry.save_cache();
-        let ledger = config.ledger.open(&data, &config.base_dir)?;
+        let ledger = self.ledger.open(&data, &self.base_dir)?;
         ledger.recover()?;
         let (approval_key, approval_ttl) =
-            crate::policy::load_approval_key(config.policy.as_ref(), &config.base_dir, &data)?;
+            crate::policy::load_approval_key(self.policy.as_ref(), &self.base_dir, &data)?;
         Ok(Runtime::new(RuntimeParts {
             sandbox,
             registry,
@@ -99,12 +100,12 @@ impl Runtime {
             policy,
             approval_key,
             approval_ttl,
-            approvers: config
+            approvers: self
                 .policy
                 .as_ref()
                 .map(|p| p.approval.approvers)
                 .unwrap_or_default(),
-            run: config.run,
+            run: self.run,
         }))
     }
 }

@@ -5,8 +5,8 @@
 use futures::stream::{self, StreamExt};
 use serde::Deserialize;
 
-use crate::contract::Risk;
-use crate::contract::{RunContext, ToolCall, ToolResult};
+use toolhost_contract::Risk;
+use toolhost_contract::{RunContext, ToolCall, ToolResult};
 
 use super::{Prepared, Runtime};
 
@@ -76,9 +76,9 @@ impl Runtime {
         for (p, _) in excess {
             results.push(ToolResult::failed(
                 &p.call,
-                crate::contract::Code::BudgetExhausted,
+                toolhost_contract::Code::BudgetExhausted,
                 format!("a batch holds at most {MAX_BATCH_CALLS} calls"),
-                crate::contract::Usage::default(),
+                toolhost_contract::Usage::default(),
             ));
         }
         results

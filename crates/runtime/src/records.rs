@@ -1,8 +1,8 @@
 //! What the front doors write to the ledger or ask of it besides calls ([`Runtime::transcribe`],
 //! [`Runtime::ledger_reads`]): an agent run's transcript, and whether the ledger answers.
 
-use crate::contract::canonical::digest_bytes;
-use crate::ledger::LedgerError;
+use toolhost_contract::canonical::digest_bytes;
+use toolhost_ledger::LedgerError;
 
 use super::Runtime;
 

@@ -1,15 +1,15 @@
 //! Stage 4, authorize: the policy's decision for the trusted caller (never anything the
 //! arguments say), noted either way.
 
-use crate::contract::{Code, Decision, Stage};
-use crate::registry::Tool;
+use toolhost_contract::{Code, Decision, Stage};
+use toolhost_registry::Tool;
 
 use super::super::endings::{end, Ended};
 use super::super::Runtime;
 use super::Call;
 
 /// Allowed, or the `unauthorized` ending with the policy's model-safe message.
-pub(in crate::runtime) fn authorize(rt: &Runtime, c: &mut Call<'_>, tool: &Tool) -> Ended<()> {
+pub(crate) fn authorize(rt: &Runtime, c: &mut Call<'_>, tool: &Tool) -> Ended<()> {
     let decision = rt.policy.authorize(
         &c.ctx.caller,
         tool.name.as_str(),

@@ -1,10 +1,12 @@
 //! MCP tasks as the front doors see them ([`Runtime::tasks`]): a task's row in the ledger,
-//! found only by the caller that created it. The rows and their bounds are `crates/ledger/src/tasks.rs`'s.
+//! found only by the caller that created it. The rows and their bounds are
+//! `crates/ledger/src/tasks.rs`'s.
 
-use crate::contract::Caller;
+use toolhost_contract::Caller;
 
-pub(crate) use crate::ledger::now_ms;
-pub use crate::ledger::{
+/// The ledger's clock, in milliseconds since the Unix epoch (a task's timestamps).
+pub use toolhost_ledger::now_ms;
+pub use toolhost_ledger::{
     LedgerError, NewTask, TaskCall, TaskCaps, TaskCreated, TaskRecord, MAX_TASK_TTL_MS,
 };
 

@@ -16,9 +16,9 @@ pub(super) mod record;
 pub(super) mod resolve;
 pub(super) mod validate;
 
-use crate::contract::{RunContext, ToolCall};
-use crate::ledger::Journal;
-use crate::telemetry::Laps;
+use toolhost_contract::{RunContext, ToolCall};
+use toolhost_ledger::Journal;
+use toolhost_telemetry::Laps;
 
 use super::Prepared;
 

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 use wasmtime::component::Val;
 
-use crate::contract::{LiveSinks, Risk, RunContext};
-use crate::registry::Tool;
-use crate::sandbox::{CallIds, Execution, Invocation};
+use toolhost_contract::{LiveSinks, Risk, RunContext};
+use toolhost_registry::Tool;
+use toolhost_sandbox::{CallIds, Execution, Invocation};
 
 use super::super::endings::Ended;
 use super::super::Runtime;
@@ -18,7 +18,7 @@ use super::Call;
 
 /// Start the call and run it; the ending is another call's answer when the ledger says the id
 /// is no longer this call's.
-pub(in crate::runtime) async fn execute(
+pub(crate) async fn execute(
     rt: &Runtime,
     c: &mut Call<'_>,
     tool: &Tool,
@@ -41,7 +41,7 @@ pub(in crate::runtime) async fn execute(
 
 /// Run `tool` with converted `params` under its limits, shortened to the run's deadline,
 /// cancellable by the run.
-pub(in crate::runtime) async fn in_sandbox(
+pub(crate) async fn in_sandbox(
     rt: &Runtime,
     ctx: &RunContext,
     call_id: &str,

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::contract::{ToolCall, ToolResult};
-use crate::ledger::{Held, OpenCall, Waited};
+use toolhost_contract::{ToolCall, ToolResult};
+use toolhost_ledger::{Held, OpenCall, Waited};
 
 use super::endings::{duplicate_call_id, foreign, still_running};
 use super::Runtime;
@@ -33,7 +33,7 @@ const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
 pub const MAX_WAITING_DUPLICATES: usize = 64;
 
 /// A copy of a running call waits for the original's recorded outcome (never runs). The
-/// outcome answers it only if it is this call's ([`crate::ledger::Ledger::waited`]); `copy`
+/// outcome answers it only if it is this call's ([`toolhost_ledger::Ledger::waited`]); `copy`
 /// is the call as the ledger is asked about it. `None`: the original was given up before it
 /// was admitted, and nothing holds the id.
 pub(super) async fn wait_for_original(

@@ -7,9 +7,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::contract::canonical::{canonical_call, CanonicalCall};
-use crate::contract::{Caller, ToolCall};
-use crate::registry::Tool;
+use toolhost_contract::canonical::{canonical_call, CanonicalCall};
+use toolhost_contract::{Caller, ToolCall};
+use toolhost_registry::Tool;
 
 use super::Runtime;
 
@@ -43,7 +43,7 @@ impl Prepared {
         &self.canonical
     }
 
-    /// The digest of the canonical call ([`crate::contract::canonical::call_digest`]): two
+    /// The digest of the canonical call ([`toolhost_contract::canonical::call_digest`]): two
     /// calls with the same fingerprint are the same call.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint

@@ -5,17 +5,17 @@ use serde_json::Value;
 use wasmtime::component::types::Type;
 use wasmtime::component::Val;
 
-use crate::contract::{Code, Status, ToolCall, ToolResult, Usage};
-use crate::registry::convert::{json_size_lower_bound, to_json};
-use crate::registry::Tool;
-use crate::sandbox::{Execution, Fault};
+use toolhost_contract::{Code, Status, ToolCall, ToolResult, Usage};
+use toolhost_registry::convert::{json_size_lower_bound, to_json};
+use toolhost_registry::Tool;
+use toolhost_sandbox::{Execution, Fault};
 
 use super::super::diagnostics::Entry;
 use super::super::endings::cancelled;
 use super::super::{clip, Runtime, MAX_TOOL_ERROR_MESSAGE};
 
 /// Stage 8: limits, output conversion, output schema.
-pub(in crate::runtime) fn check(
+pub(crate) fn check(
     rt: &Runtime,
     run_id: &str,
     call: &ToolCall,
@@ -59,7 +59,7 @@ pub(in crate::runtime) fn check(
                     Some(over.to_string()),
                 ),
                 Fault::Cancelled => {
-                    let mut r = if tool.risk == crate::contract::Risk::Read {
+                    let mut r = if tool.risk == toolhost_contract::Risk::Read {
                         cancelled(call, Status::Cancelled, Code::Cancelled)
                     } else {
                         cancelled(call, Status::OutcomeUnknown, Code::CancelledAfterStart)
@@ -142,7 +142,7 @@ pub(in crate::runtime) fn check(
             );
         }
     };
-    let size = crate::contract::measure::json_len(&value);
+    let size = toolhost_contract::measure::json_len(&value);
     usage.output_bytes = usage.output_bytes.saturating_add(size);
     if size > tool.limits.output_bytes {
         return ToolResult::failed(

@@ -25,12 +25,12 @@ mod trace;
 
 use wasmtime::component::Val;
 
-use crate::contract::{Caller, RunContext, ToolCall, ToolResult};
-use crate::ledger::Ledger;
-use crate::policy::{ApprovalKey, Policy};
-use crate::registry::{Registry, Tool};
-use crate::sandbox::{Execution, Sandbox};
 use guards::{Concurrency, RateLimiter};
+use toolhost_contract::{Caller, RunContext, ToolCall, ToolResult};
+use toolhost_ledger::Ledger;
+use toolhost_policy::{ApprovalKey, Policy};
+use toolhost_registry::{Registry, Tool};
+use toolhost_sandbox::{Execution, Sandbox};
 
 pub use approvals::{parse_handle, ApprovalFailure, Approvals};
 pub use clock::Clock;
@@ -56,13 +56,13 @@ pub struct Runtime {
     approval_key: ApprovalKey,
     approval_ttl: u64,
     /// Who may approve a tool that does not say.
-    approvers: crate::contract::Approvers,
+    approvers: toolhost_contract::Approvers,
     /// The clock approvals are judged by.
     clock: Clock,
     rate: RateLimiter,
     concurrency: Concurrency,
     /// Budgets a new run gets from the config.
-    run_budgets: crate::contract::Budgets,
+    run_budgets: toolhost_contract::Budgets,
     executions: std::sync::atomic::AtomicU64,
     /// Calls in `run_call` or `refuse` right now: a lone call commits on its own thread when
     /// the ledger is idle (see `crates/ledger/src/group.rs`).
@@ -77,9 +77,9 @@ pub struct Runtime {
 #[derive(Debug, thiserror::Error)]
 pub enum ApproveError {
     #[error(transparent)]
-    Policy(#[from] crate::policy::PolicyError),
+    Policy(#[from] toolhost_policy::PolicyError),
     #[error("cannot read the ledger: {0}")]
-    Ledger(#[from] crate::ledger::LedgerError),
+    Ledger(#[from] toolhost_ledger::LedgerError),
     #[error("no call in this host's ledger asked for this approval; approve only handles from an `approval_required` result")]
     NotRequested,
     #[error("this host does not record arguments, so it cannot show what this approval runs; pass the call's arguments with --arguments JSON (they are checked against the handle)")]
@@ -90,8 +90,8 @@ pub enum ApproveError {
     ArgumentsMismatch,
 }
 
-/// What a runtime is built from; the config layer (`crate::config`) assembles the parts from a
-/// checked config.
+/// What a runtime is built from; the host's config layer (`Config::start`) assembles the parts
+/// from a checked config.
 pub struct RuntimeParts {
     pub sandbox: Sandbox,
     pub registry: Registry,
@@ -101,7 +101,7 @@ pub struct RuntimeParts {
     pub approval_key: ApprovalKey,
     pub approval_ttl: u64,
     /// Who may approve a tool that does not say (`[policy.approval] approvers`).
-    pub approvers: crate::contract::Approvers,
+    pub approvers: toolhost_contract::Approvers,
     /// The `[run]` section: run budgets, rate and concurrency.
     pub run: guards::RunLimitsConfig,
 }
@@ -139,7 +139,7 @@ impl Runtime {
     /// runs as always, and nothing is recorded — so no replay and no exactly-once. It exists
     /// to measure the real ledger's share of a call; no frontend uses it.
     #[doc(hidden)]
-    pub fn unrecorded_for_benchmarks(mut self) -> Result<Runtime, crate::ledger::LedgerError> {
+    pub fn unrecorded_for_benchmarks(mut self) -> Result<Runtime, toolhost_ledger::LedgerError> {
         self.ledger = Ledger::null(self.ledger.options())?;
         Ok(self)
     }
@@ -172,7 +172,7 @@ impl Runtime {
     }
 
     /// The input schema `tool` is shown to `caller` with: its own, narrowed by the argument
-    /// constraints of the rules that allow them ([`crate::policy::Policy::narrowing`]), so a
+    /// constraints of the rules that allow them ([`toolhost_policy::Policy::narrowing`]), so a
     /// caller confined to `projects/alice/` is told so before it calls.
     pub fn offered_input_schema<'a>(
         &self,
@@ -181,7 +181,7 @@ impl Runtime {
     ) -> std::borrow::Cow<'a, serde_json::Value> {
         match self.policy.narrowing(caller, tool.name.as_str(), tool.risk) {
             Some(narrowing) => {
-                std::borrow::Cow::Owned(crate::policy::narrowed(&tool.input_schema, &narrowing))
+                std::borrow::Cow::Owned(toolhost_policy::narrowed(&tool.input_schema, &narrowing))
             }
             None => std::borrow::Cow::Borrowed(&tool.input_schema),
         }
@@ -257,11 +257,12 @@ impl Runtime {
         tool: &Tool,
         args: &serde_json::Value,
     ) -> Result<Vec<Val>, String> {
-        let size = crate::contract::measure::json_len(args);
+        let size = toolhost_contract::measure::json_len(args);
         stages::validate::parameters(tool, args, size)
     }
 }
 
-pub(crate) fn clip(s: &str, max: usize) -> &str {
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn clip(s: &str, max: usize) -> &str {
     &s[..s.floor_char_boundary(max)]
 }

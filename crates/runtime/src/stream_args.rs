@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::contract::strict_json::{self, StrictJsonError};
-use crate::contract::{Code, ToolCall, ToolResult, Usage};
+use toolhost_contract::strict_json::{self, StrictJsonError};
+use toolhost_contract::{Code, ToolCall, ToolResult, Usage};
 
 /// Default cap on one call's accumulated arguments.
 pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 1 << 20;

@@ -1,19 +1,19 @@
 //! Stage 5, approve: a high-impact call needs a human's approval bound to exactly this call.
 
-use crate::contract::{
+use toolhost_contract::{
     ApprovalAnswer, ApprovalNeeded, ApprovalPrompt, Code, RunContext, ToolCall, ToolResult, Usage,
 };
-use crate::contract::{ApproverHandle, Approvers, Decision, Stage};
-use crate::ledger::{Journal, TokenSpend};
-use crate::policy::{ApprovalFailure, ApprovalSubject};
-use crate::registry::Tool;
+use toolhost_contract::{ApproverHandle, Approvers, Decision, Stage};
+use toolhost_ledger::{Journal, TokenSpend};
+use toolhost_policy::{ApprovalFailure, ApprovalSubject};
+use toolhost_registry::Tool;
 
 use super::super::endings::Ended;
 use super::super::Runtime;
 use super::Call;
 
 /// Stage 5, for a tool that needs a human: [`approve_call`] over the per-call value.
-pub(in crate::runtime) async fn approve(rt: &Runtime, c: &mut Call<'_>, tool: &Tool) -> Ended<()> {
+pub(crate) async fn approve(rt: &Runtime, c: &mut Call<'_>, tool: &Tool) -> Ended<()> {
     let arguments = c.prepared.canonical().arguments();
     approve_call(rt, c.ctx, c.call, tool, arguments, c.token, &mut c.journal).await
 }
@@ -126,7 +126,7 @@ async fn ask_approver(
     ctx: &RunContext,
     approver: Option<&ApproverHandle>,
     call: &ToolCall,
-    (subject, request): (&ApprovalSubject, &crate::policy::ApprovalRequest),
+    (subject, request): (&ApprovalSubject, &toolhost_policy::ApprovalRequest),
     journal: &mut Journal<'_>,
 ) -> Result<Option<(String, &'static str)>, Box<ToolResult>> {
     let Some(approver) = approver else {

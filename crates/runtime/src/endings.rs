@@ -1,9 +1,9 @@
 //! The endings that more than one stage gives a call: each a [`ToolResult`] with a fixed,
 //! model-safe message (the operator's detail goes to the journal or the diagnostic log).
 
-use crate::contract::{Code, RunContext, Stage, Status, ToolCall, ToolResult, Usage};
-use crate::ledger::Journal;
-use crate::policy::UNAUTHORIZED_MESSAGE;
+use toolhost_contract::{Code, RunContext, Stage, Status, ToolCall, ToolResult, Usage};
+use toolhost_ledger::Journal;
+use toolhost_policy::UNAUTHORIZED_MESSAGE;
 
 use super::diagnostics::{Diagnostics, Entry};
 

@@ -4,17 +4,17 @@
 
 use serde_json::Value;
 
-use crate::contract::canonical::canonical_json;
-use crate::contract::Approvers;
-use crate::ledger::CallRecord;
-use crate::registry::Tool;
+use toolhost_contract::canonical::canonical_json;
+use toolhost_contract::Approvers;
+use toolhost_ledger::CallRecord;
+use toolhost_registry::Tool;
 
 use super::{ApproveError, Runtime};
 
 /// What a front door tells apart about an approval that cannot be used, and how it reads a
 /// handle: the policy's own types, offered here so that front doors reach approvals through
 /// the runtime only.
-pub use crate::policy::{parse_handle, ApprovalFailure, PolicyError};
+pub use toolhost_policy::{parse_handle, ApprovalFailure, PolicyError};
 
 /// The approval side of a [`Runtime`].
 pub struct Approvals<'a> {
@@ -93,7 +93,7 @@ impl Approvals<'_> {
         canonical_arguments: &[u8],
         run_id: &str,
     ) -> bool {
-        crate::policy::handle_binds_call(handle, tool, canonical_arguments, run_id)
+        toolhost_policy::handle_binds_call(handle, tool, canonical_arguments, run_id)
     }
 
     /// A handle's approval id and its expiry (unix seconds), if it reads as a handle.

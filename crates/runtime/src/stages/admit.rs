@@ -5,9 +5,9 @@
 
 use tracing::Instrument;
 
-use crate::contract::{Caller, RunContext, ToolCall, ToolResult};
-use crate::ledger::{bind_caller, CallKey, Held, Journal, OpenCall};
-use crate::telemetry::Laps;
+use toolhost_contract::{Caller, RunContext, ToolCall, ToolResult};
+use toolhost_ledger::{bind_caller, CallKey, Held, Journal, OpenCall};
+use toolhost_telemetry::Laps;
 
 use super::super::copies::wait_for_original;
 use super::super::endings::{duplicate_call_id, foreign, host_fault, still_running};
@@ -20,13 +20,13 @@ use super::super::{Prepared, Runtime};
 const MAX_REOPENS: usize = 2;
 
 /// The admission digest of a call with fingerprint `fingerprint` from `caller`.
-pub(in crate::runtime) fn admission_digest(caller: &Caller, fingerprint: &str) -> String {
+pub(crate) fn admission_digest(caller: &Caller, fingerprint: &str) -> String {
     bind_caller(fingerprint, &caller.principal, &caller.tenant)
 }
 
 /// What the ledger is asked to open for a call: its admission key (which binds the caller)
 /// and who asks. `late`: admitted with its first commit rather than at once.
-pub(in crate::runtime) fn open_call(
+pub(crate) fn open_call(
     ctx: &RunContext,
     call: &ToolCall,
     prepared: &Prepared,
@@ -49,7 +49,7 @@ pub(in crate::runtime) fn open_call(
 /// original's outcome; if the original was given up before it was admitted (its future
 /// dropped), nothing of it was recorded and the copy opens the call again, at most
 /// [`MAX_REOPENS`] times.
-pub(in crate::runtime) async fn admit<'a>(
+pub(crate) async fn admit<'a>(
     rt: &'a Runtime,
     ctx: &RunContext,
     call: &ToolCall,
@@ -80,7 +80,7 @@ pub(in crate::runtime) async fn admit<'a>(
 }
 
 /// The answer to a call whose id the ledger holds (or could not read).
-pub(in crate::runtime) async fn answered(
+pub(crate) async fn answered(
     rt: &Runtime,
     ctx: &RunContext,
     call: &ToolCall,
@@ -110,8 +110,8 @@ pub(in crate::runtime) async fn answered(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::canonical::canonical_call;
-    use crate::ledger::same_caller;
+    use toolhost_contract::canonical::canonical_call;
+    use toolhost_ledger::same_caller;
 
     fn digest(principal: &str, tenant: &str) -> String {
         let call = canonical_call("read", &serde_json::json!({"path": "a"}));

@@ -3,16 +3,16 @@
 use serde_json::Value;
 use wasmtime::component::Val;
 
-use crate::contract::{Code, RunContext, Stage, ToolCall};
-use crate::registry::convert::to_val;
-use crate::registry::Tool;
+use toolhost_contract::{Code, RunContext, Stage, ToolCall};
+use toolhost_registry::convert::to_val;
+use toolhost_registry::Tool;
 
 use super::super::endings::{end, Ended};
 use super::super::{clip, Prepared, Runtime, MAX_INPUT_BYTES};
 use super::Call;
 
 /// The validated parameters in WIT order, or the `invalid_arguments` ending.
-pub(in crate::runtime) fn validate(c: &mut Call<'_>, tool: &Tool) -> Ended<Vec<Val>> {
+pub(crate) fn validate(c: &mut Call<'_>, tool: &Tool) -> Ended<Vec<Val>> {
     let size = c.prepared.canonical().arguments().len() as u64;
     match parameters(tool, &c.call.arguments, size) {
         Ok(params) => Ok(params),
@@ -31,11 +31,7 @@ pub(in crate::runtime) fn validate(c: &mut Call<'_>, tool: &Tool) -> Ended<Vec<V
 }
 
 /// The parameters of `args` (`size` bytes in canonical form), or a model-safe reason why not.
-pub(in crate::runtime) fn parameters(
-    tool: &Tool,
-    args: &Value,
-    size: u64,
-) -> Result<Vec<Val>, String> {
+pub(crate) fn parameters(tool: &Tool, args: &Value, size: u64) -> Result<Vec<Val>, String> {
     if size > MAX_INPUT_BYTES as u64 {
         return Err(format!(
             "the arguments are larger than {MAX_INPUT_BYTES} bytes"
@@ -96,7 +92,7 @@ impl Runtime {
             .authorize(&ctx.caller, tool.name.as_str(), tool.risk, &call.arguments)
             .allowed;
         allowed.then(|| Passes {
-            needs_approval: crate::policy::needs_approval(tool.approval, tool.risk),
+            needs_approval: toolhost_policy::needs_approval(tool.approval, tool.risk),
         })
     }
 }

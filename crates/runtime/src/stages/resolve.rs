@@ -2,15 +2,15 @@
 //! prepared once. One the policy hides is answered as no tool at all; the journal says which,
 //! for the operator.
 
-use crate::contract::{Code, Stage};
-use crate::registry::Tool;
+use toolhost_contract::{Code, Stage};
+use toolhost_registry::Tool;
 
 use super::super::clip;
 use super::super::endings::{end, Ended};
 use super::Call;
 
 /// The call's tool, or the `unknown_tool` ending.
-pub(in crate::runtime) fn resolve<'a>(c: &mut Call<'a>) -> Ended<&'a Tool> {
+pub(crate) fn resolve<'a>(c: &mut Call<'a>) -> Ended<&'a Tool> {
     let prepared = c.prepared;
     if let Some(tool) = prepared.tool() {
         return Ok(tool);

@@ -3,8 +3,8 @@
 //! as soon as a later commit shows the ledger reachable again (`crates/ledger/src/owed.rs`); the model is
 //! told the outcome is unknown.
 
-use crate::contract::{RunContext, Status, ToolCall, ToolResult};
-use crate::ledger::{Journal, Unfinished};
+use toolhost_contract::{RunContext, Status, ToolCall, ToolResult};
+use toolhost_ledger::{Journal, Unfinished};
 
 use super::super::endings::host_fault;
 use super::super::{Prepared, Runtime};
@@ -12,7 +12,7 @@ use super::admit::answered;
 
 /// Commit the outcome before it is returned. If that fails the effect may have happened but
 /// is not recorded: say so rather than pretend.
-pub(in crate::runtime) async fn record(
+pub(crate) async fn record(
     rt: &Runtime,
     (ctx, call, prepared): (&RunContext, &ToolCall, &Prepared),
     journal: Journal<'_>,

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use crate::contract::bounds::check_call;
-use crate::contract::{Decision, RunContext, Stage, ToolCall, ToolResult};
-use crate::ledger::Held;
-use crate::telemetry::Laps;
+use toolhost_contract::bounds::check_call;
+use toolhost_contract::{Decision, RunContext, Stage, ToolCall, ToolResult};
+use toolhost_ledger::Held;
+use toolhost_telemetry::Laps;
 
 use super::endings::duplicate_call_id;
 use super::inflight::InFlight;
@@ -86,7 +86,7 @@ impl Runtime {
         // with its first commit (`crates/ledger/src/journal.rs`).
         let late = !prepared
             .tool()
-            .is_some_and(|t| crate::policy::needs_approval(t.approval, t.risk));
+            .is_some_and(|t| toolhost_policy::needs_approval(t.approval, t.risk));
         let journal = match admit(self, ctx, call, (prepared, late), &mut laps).await {
             Ok(journal) => journal,
             Err(answer) => return answer,
@@ -129,7 +129,7 @@ impl Runtime {
         c.laps.lap("authorize");
         authorized?;
         // 5. approve
-        if crate::policy::needs_approval(tool.approval, tool.risk) {
+        if toolhost_policy::needs_approval(tool.approval, tool.risk) {
             let approved = approve(self, c, tool)
                 .instrument(tracing::debug_span!("approve"))
                 .await;

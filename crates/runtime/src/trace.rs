@@ -6,8 +6,8 @@ use std::time::Instant;
 use tracing::field::Empty;
 use tracing::Span;
 
-use crate::contract::{log_safe, RunContext, ToolCall, ToolResult};
-use crate::telemetry::CallEnd;
+use toolhost_contract::{log_safe, RunContext, ToolCall, ToolResult};
+use toolhost_telemetry::CallEnd;
 
 use super::Prepared;
 
@@ -39,10 +39,10 @@ pub(super) fn finish(span: &Span, result: &ToolResult) {
 /// Count a call that ended in the process's metrics, under its tool's name when the registry has
 /// one (a name no tool has is never a label).
 pub(super) fn count(prepared: &Prepared, result: &ToolResult, started: Instant) {
-    if !crate::telemetry::metrics_enabled() {
+    if !toolhost_telemetry::metrics_enabled() {
         return;
     }
-    crate::telemetry::metrics().call_ended(CallEnd {
+    toolhost_telemetry::metrics().call_ended(CallEnd {
         tool: prepared.registered().map(|t| t.name.as_str()),
         status: result.status.as_str(),
         code: result.code.map_or("", |c| c.as_str()),

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::ledger::Inline;
+use toolhost_ledger::Inline;
 
 use super::Runtime;
 
@@ -13,7 +13,7 @@ pub(super) struct InFlight<'a>(&'a AtomicUsize);
 impl<'a> InFlight<'a> {
     pub(super) fn enter(count: &'a AtomicUsize) -> InFlight<'a> {
         count.fetch_add(1, Ordering::Relaxed);
-        crate::telemetry::metrics().call_entered();
+        toolhost_telemetry::metrics().call_entered();
         InFlight(count)
     }
 }
@@ -21,7 +21,7 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
-        crate::telemetry::metrics().call_left();
+        toolhost_telemetry::metrics().call_left();
     }
 }
 

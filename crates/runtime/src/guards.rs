@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::contract::{Budgets, ConfigProblem};
-use crate::sandbox::MAX_CONCURRENT_INSTANCES;
+use toolhost_contract::{Budgets, ConfigProblem};
+use toolhost_sandbox::MAX_CONCURRENT_INSTANCES;
 
 /// Default calls that may execute at once on one host.
 pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 64;

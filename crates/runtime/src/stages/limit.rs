@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::contract::{Code, RunContext, Stage, Status};
-use crate::ledger::{Budget, LedgerError};
+use toolhost_contract::{Code, RunContext, Stage, Status};
+use toolhost_ledger::{Budget, LedgerError};
 
 use super::super::endings::{cancelled, end, host_fault, Ended};
 use super::super::guards::{RUN_CALLS_EXHAUSTED, TOOL_CALLS_EXHAUSTED};
@@ -21,11 +21,7 @@ enum Refusal {
 }
 
 /// A slot on this host, held until the call ends; or the ending that says which limit.
-pub(in crate::runtime) fn limit(
-    rt: &Runtime,
-    c: &mut Call<'_>,
-    tool: &str,
-) -> Ended<OwnedSemaphorePermit> {
+pub(crate) fn limit(rt: &Runtime, c: &mut Call<'_>, tool: &str) -> Ended<OwnedSemaphorePermit> {
     let (ctx, call) = (c.ctx, c.call);
     let journal = &mut c.journal;
     match take_limits(rt, ctx, tool) {

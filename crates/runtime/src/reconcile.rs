@@ -2,8 +2,8 @@
 //! `outcome_unknown` did, checked as the check stage checks a tool's output before the ledger
 //! takes it (`crates/ledger/src/reconcile.rs` stores it).
 
-use crate::contract::ToolResult;
-use crate::ledger::{LedgerError, Reconciliation, Verdict};
+use toolhost_contract::ToolResult;
+use toolhost_ledger::{LedgerError, Reconciliation, Verdict};
 
 use super::Runtime;
 
@@ -40,7 +40,7 @@ impl Runtime {
                 .registry
                 .get(&record.tool)
                 .ok_or_else(|| ReconcileError::UnknownTool(record.tool.clone()))?;
-            let size = crate::contract::measure::json_len(output);
+            let size = toolhost_contract::measure::json_len(output);
             if size > tool.limits.output_bytes {
                 return Err(ReconcileError::OutputTooLarge {
                     size,
