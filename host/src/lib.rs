@@ -31,7 +31,8 @@
 //! - `registry`, its own crate (`crates/registry`): components → tools.
 //! - `runtime`, its own crate (`crates/runtime`): a call prepared once, then its stages
 //!   (`stages/`, one file each).
-//! - `serve`, `agent`: the front doors, which reach the rest through the runtime only.
+//! - `serve` and `agent`, each its own crate (`crates/serve`, `crates/agent`): the front doors,
+//!   which reach the rest through the runtime only.
 //! - `config`, then `cli` (`main.rs` only parses the command line and calls it).
 //!
 //! The machinery (the module `cli`, and the re-exported crates `runtime`, `registry`,
@@ -41,10 +42,10 @@
 //! So are the benchmark-only entry points (`Runtime::unrecorded_for_benchmarks`, `call_floor`,
 //! `benchmark_params`).
 
-pub mod agent;
+pub use toolhost_agent as agent;
 pub mod config;
 pub use toolhost_contract as contract;
-pub mod serve;
+pub use toolhost_serve as serve;
 
 #[doc(hidden)]
 pub mod cli;
