@@ -24,7 +24,7 @@ fn shown_arguments(p: &ApprovalPrompt) -> String {
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
         .unwrap_or_else(|| p.canonical_arguments.clone());
-    let shown = toolhost_runtime::clip(&pretty, MAX_SHOWN_ARGUMENT_BYTES);
+    let shown = toolhost_contract::bounds::clip(&pretty, MAX_SHOWN_ARGUMENT_BYTES);
     let mut out = terminal_safe(shown);
     if shown.len() < pretty.len() {
         out.push_str(&format!(

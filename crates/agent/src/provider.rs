@@ -287,7 +287,7 @@ impl Provider {
                 .unwrap_or_default();
             // Redact the whole body first: a cut must not leave a piece of the key behind.
             let body = self.redactor.redact(&String::from_utf8_lossy(&raw));
-            let excerpt = toolhost_runtime::clip(&body, ERROR_EXCERPT_BYTES).to_string();
+            let excerpt = toolhost_contract::bounds::clip(&body, ERROR_EXCERPT_BYTES).to_string();
             return Err(match status.as_u16() {
                 429 => ProviderError::RateLimited { retry_after },
                 408 => ProviderError::Timeout,

@@ -311,7 +311,7 @@ async fn drive(
                 StopReason::RepeatedCall,
                 Some(format!(
                     "{} was proposed with {what} {} times",
-                    toolhost_runtime::clip(&call.name, 64),
+                    toolhost_contract::bounds::clip(&call.name, 64),
                     config.repeat_limit
                 )),
             );
@@ -340,7 +340,7 @@ fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, Stri
             .clone()
             .unwrap_or_else(|| format!("call_s{step}_{}", c.index));
         let call_id = match &c.provider_id {
-            Some(id) => format!("p:{}", toolhost_runtime::clip(id, 200)),
+            Some(id) => format!("p:{}", toolhost_contract::bounds::clip(id, 200)),
             None => format!("s{step}.{}", c.index),
         };
         let (arguments, sent) = match &c.arguments {

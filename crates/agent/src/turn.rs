@@ -165,7 +165,7 @@ impl TurnBuilder {
         if let Some(err) = v.get("error") {
             return Err(TurnError::Malformed(format!(
                 "the stream carried an error: {}",
-                toolhost_runtime::clip(&err.to_string(), 200)
+                toolhost_contract::bounds::clip(&err.to_string(), 200)
             )));
         }
         self.take_usage(&v);
@@ -237,7 +237,7 @@ impl TurnBuilder {
     fn text(&mut self, text: &str) {
         self.has_content = true;
         let room = MAX_CONTENT_BYTES.saturating_sub(self.content.len());
-        let kept = toolhost_runtime::clip(text, room);
+        let kept = toolhost_contract::bounds::clip(text, room);
         self.content_cut |= kept.len() < text.len();
         self.content.push_str(kept);
     }
@@ -330,7 +330,7 @@ impl TurnBuilder {
         let room = MAX_PROPOSED_ARGUMENT_BYTES.saturating_sub(partial.proposed.len());
         partial
             .proposed
-            .push_str(toolhost_runtime::clip(&fragment, room));
+            .push_str(toolhost_contract::bounds::clip(&fragment, room));
         self.args.push(&key(position), name, &fragment, now);
         if self.repeated.contains(&at) {
             self.args.fail(

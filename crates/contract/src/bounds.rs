@@ -122,6 +122,11 @@ pub fn cut_tool_name(name: &str) -> String {
     cut_chars(name, MAX_TOOL_NAME_CHARS)
 }
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn clip(s: &str, max: usize) -> &str {
+    &s[..s.floor_char_boundary(max)]
+}
+
 /// `s` if it has at most `max` characters, else its first `max - 1` and `…`.
 fn cut_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
@@ -146,6 +151,15 @@ fn cut_bytes(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn clip_keeps_whole_characters_within_the_bytes() {
+        assert_eq!(clip("héllo", 2), "h");
+        assert_eq!(clip("héllo", 3), "hé");
+        assert_eq!(clip("héllo", 6), "héllo");
+        assert_eq!(clip("héllo", 100), "héllo");
+        assert_eq!(clip("", 0), "");
+    }
 
     fn call(id: &str, name: &str) -> ToolCall {
         ToolCall {

@@ -9,6 +9,7 @@
 //! admitted before the tag existed have none and are refused to everyone.
 
 use super::events::PendingEvent;
+use toolhost_contract::bounds::clip;
 use toolhost_contract::canonical::digest_bytes;
 use toolhost_contract::{Code, Decision, Stage};
 
@@ -65,9 +66,4 @@ pub(super) fn reused(tool: &str, digest: &str, size: u64) -> PendingEvent {
             clip(tool, 64)
         ),
     )
-}
-
-/// At most `max` bytes of `s`, cut at a character boundary.
-fn clip(s: &str, max: usize) -> &str {
-    &s[..s.floor_char_boundary(max)]
 }

@@ -5,21 +5,10 @@
 use super::error::check_key;
 use super::store::TranscriptEntry;
 use super::{Ledger, LedgerError};
+use toolhost_contract::bounds::clip;
 
 /// Bytes of a transcript entry's `detail` kept.
 pub const MAX_TRANSCRIPT_DETAIL: usize = 1024;
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
 
 impl Ledger {
     /// Append one entry of an agent run's transcript (`kind` e.g. "model_request",
@@ -35,7 +24,7 @@ impl Ledger {
         detail: &str,
     ) -> Result<(), LedgerError> {
         check_key(run_id, "", "")?;
-        let detail = cut(detail, MAX_TRANSCRIPT_DETAIL);
+        let detail = clip(detail, MAX_TRANSCRIPT_DETAIL);
         self.store
             .transcript(run_id, step, kind, digest, size, detail)
     }

@@ -26,6 +26,7 @@ mod trace;
 use wasmtime::component::Val;
 
 use guards::{Concurrency, RateLimiter};
+use toolhost_contract::bounds::clip;
 use toolhost_contract::{Caller, RunContext, ToolCall, ToolResult};
 use toolhost_ledger::Ledger;
 use toolhost_policy::{ApprovalKey, Policy};
@@ -260,9 +261,4 @@ impl Runtime {
         let size = toolhost_contract::measure::json_len(args);
         stages::validate::parameters(tool, args, size)
     }
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn clip(s: &str, max: usize) -> &str {
-    &s[..s.floor_char_boundary(max)]
 }

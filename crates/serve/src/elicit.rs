@@ -36,7 +36,7 @@ impl ElicitingApprover {
 /// The question a human reads.
 pub fn question(p: &ApprovalPrompt) -> String {
     let args = &p.canonical_arguments;
-    let shown = toolhost_runtime::clip(args, MAX_SHOWN_ARGUMENT_BYTES);
+    let shown = toolhost_contract::bounds::clip(args, MAX_SHOWN_ARGUMENT_BYTES);
     let cut = if shown.len() < args.len() {
         format!(" … [{} more bytes]", args.len() - shown.len())
     } else {

@@ -396,6 +396,6 @@ pub(super) async fn blocking<T: Send + 'static>(
 
 /// The `-32602` of a task id this caller does not have.
 fn unknown_task(task_id: &str) -> ErrorData {
-    let shown = toolhost_runtime::clip(task_id, 128);
+    let shown = toolhost_contract::bounds::clip(task_id, 128);
     ErrorData::invalid_params(format!("no task {shown:?}"), None)
 }

@@ -51,7 +51,7 @@ pub(super) fn approve(rt: &Runtime, handle: &str, arguments: Option<&str>, yes: 
 /// What the human reads before answering.
 fn question(record: &crate::ledger::CallRecord, arguments: &Value, handle: &str) -> String {
     let pretty = serde_json::to_string_pretty(arguments).unwrap_or_default();
-    let shown = crate::runtime::clip(&pretty, MAX_SHOWN_ARGUMENT_BYTES);
+    let shown = crate::contract::bounds::clip(&pretty, MAX_SHOWN_ARGUMENT_BYTES);
     let cut = if shown.len() < pretty.len() {
         format!("\n… [{} more bytes]", pretty.len() - shown.len())
     } else {

@@ -12,6 +12,7 @@
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::ValidationError;
 use serde_json::Value;
+use toolhost_contract::bounds::clip;
 
 use super::*;
 
@@ -224,14 +225,14 @@ pub(super) fn preview_str(s: &str) -> String {
     // Only the first bytes can show: do not copy a megabyte to keep 64 bytes of it. The cut keeps
     // more than fits, so a cut string always ends in `…`.
     preview(&Value::String(
-        cut(s, MAX_VALUE_PREVIEW_BYTES + 8).to_owned(),
+        clip(s, MAX_VALUE_PREVIEW_BYTES + 8).to_owned(),
     ))
 }
 
 /// A plain string, bounded.
 pub(super) fn bounded(s: &str) -> String {
     truncate(
-        cut(s, MAX_VALUE_PREVIEW_BYTES + 1).to_owned(),
+        clip(s, MAX_VALUE_PREVIEW_BYTES + 1).to_owned(),
         MAX_VALUE_PREVIEW_BYTES,
     )
 }
@@ -270,21 +271,13 @@ pub(super) fn preview(value: &Value) -> String {
     truncate(text, MAX_VALUE_PREVIEW_BYTES)
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends at a character boundary.
-pub(super) fn cut(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    &s[..s.floor_char_boundary(max)]
-}
-
 /// `s` if it fits in `max` bytes, else its longest prefix that fits together with `…`.
 pub(super) fn truncate(s: String, max: usize) -> String {
     if s.len() <= max {
         return s;
     }
     const ELLIPSIS: &str = "…";
-    let mut out = cut(&s, max.saturating_sub(ELLIPSIS.len())).to_owned();
+    let mut out = clip(&s, max.saturating_sub(ELLIPSIS.len())).to_owned();
     out.push_str(ELLIPSIS);
     out
 }
