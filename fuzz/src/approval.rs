@@ -20,7 +20,7 @@
 
 use serde_json::Value;
 use toolhost::contract::Caller;
-use toolhost::policy::{
+use toolhost_policy::{
     digest, parse_handle, ApprovalFailure, ApprovalKey, ApprovalSubject, CLOCK_SKEW_SECS, KEY_LEN,
 };
 

@@ -19,13 +19,13 @@
 
 use serde_json::Value;
 use toolhost::contract::strict_json::{self, Segment, StrictJsonError, MAX_DEPTH};
-use toolhost::registry::convert::to_val;
+use toolhost_registry::convert::to_val;
 
 use super::fixture::{fixture, repo_root};
 
 /// The longest refusal this check accepts. Stage 3's longest message today is 1,043 bytes
 /// (`invalid arguments: ` and a violation list clipped to 1 KiB); 2 KiB is the same bound as a
-/// guest's own error message (`toolhost::runtime::MAX_TOOL_ERROR_MESSAGE`).
+/// guest's own error message (`toolhost_runtime::MAX_TOOL_ERROR_MESSAGE`).
 pub const MAX_MESSAGE_BYTES: usize = 2048;
 
 /// Check one fuzz input.

@@ -13,13 +13,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use toolhost::config::engine_settings;
-use toolhost::ledger::MemoryLimits;
-use toolhost::policy::Policy;
-use toolhost::runtime::guards::RateLimiter;
-use toolhost::sandbox::{
+use toolhost::Config;
+use toolhost_ledger::MemoryLimits;
+use toolhost_policy::Policy;
+use toolhost_runtime::guards::RateLimiter;
+use toolhost_sandbox::{
     Limits, MAX_DEADLINE_MS, MAX_FUEL, MAX_MEMORY_BYTES, MAX_OUTPUT_BYTES, MAX_TABLE_ELEMENTS,
 };
-use toolhost::Config;
 
 /// Check one fuzz input.
 pub fn check(data: &[u8]) {

@@ -12,7 +12,7 @@
 //!   oversized results before they are copied, so it must never over-estimate).
 
 use serde_json::Value;
-use toolhost::registry::convert::{json_size_lower_bound, to_json, to_val};
+use toolhost_registry::convert::{json_size_lower_bound, to_json, to_val};
 
 use super::fixture::{fixture, TypeCase};
 

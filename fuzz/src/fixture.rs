@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use toolhost::registry::schema::{type_schema, DRAFT_2020_12};
-use toolhost::registry::validate::Validator;
 use toolhost::{Config, EpochMode, Runtime, ToolName};
+use toolhost_registry::schema::{type_schema, DRAFT_2020_12};
+use toolhost_registry::validate::Validator;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 
 /// The loaded component.
@@ -71,7 +71,7 @@ fn load() -> Fixture {
     let engine = runtime.sandbox().engine();
     let bytes = std::fs::read(&guest).expect("the guest is readable");
     let cache = config.data_dir().join("cache");
-    let (component, _) = toolhost::registry::cache::load_component(engine, &bytes, Some(&cache))
+    let (component, _) = toolhost_registry::cache::load_component(engine, &bytes, Some(&cache))
         .expect("it compiles");
     let mut funcs: Vec<(String, ComponentFunc)> = Vec::new();
     for (name, item) in component.component_type().exports(engine) {

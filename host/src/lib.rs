@@ -16,14 +16,15 @@
 //!   [`RunContext`].
 //! - [`serve`]: MCP over stdio and Streamable HTTP; [`agent`]: the bounded model loop.
 //! - [`config`]: the file's sections and errors, `check-config`'s effective settings.
+//! - [`cli`]: the `toolhost` command line, as the binary parses and runs it.
 //!
 //! # Layout
 //!
 //! The layers of `docs/architecture.md`, lowest first; a module uses only lower ones, and no
 //! two files of one module import each other (`tests/all/layering.rs`):
 //!
-//! - `contract` and `telemetry`, each its own crate (`crates/contract`, `crates/telemetry`,
-//!   re-exported here): the vocabulary, and what the host tells its operator.
+//! - `contract` and `telemetry`, each its own crate (`crates/contract`, re-exported here, and
+//!   `crates/telemetry`): the vocabulary, and what the host tells its operator.
 //! - `sandbox`, `ledger`, `policy`, each its own crate under `crates/`: execution under
 //!   limits, the durable record, decisions. The ledger is four crates: `ledger-store` (the
 //!   backend trait and its records), `ledger-sqlite` and `ledger-postgres` (one backend each),
@@ -33,34 +34,28 @@
 //!   (`stages/`, one file each).
 //! - `serve` and `agent`, each its own crate (`crates/serve`, `crates/agent`): the front doors,
 //!   which reach the rest through the runtime only.
-//! - `config`, then `cli` (`main.rs` only parses the command line and calls it).
+//! - `config`, then `cli`: the `toolhost` command (`main.rs` only parses the command line
+//!   and calls [`cli::Cli::run`]).
 //!
-//! The machinery (the module `cli`, and the re-exported crates `runtime`, `registry`,
-//! `sandbox`, `policy`, `ledger` and `telemetry`) is public so that the integration tests, the
-//! benchmarks and the fuzz targets can reach single stages, and hidden from the documentation:
-//! it is not a stable interface.
-//! So are the benchmark-only entry points (`Runtime::unrecorded_for_benchmarks`, `call_floor`,
-//! `benchmark_params`).
+//! The crates under the front doors (`runtime`, `registry`, `sandbox`, `policy`, `ledger`,
+//! `telemetry`) are not re-exported: what a library user needs of them is named below, and the
+//! integration tests, benchmarks and fuzz targets depend on those crates themselves.
+//! The runtime's benchmark-only entry points (`Runtime::unrecorded_for_benchmarks`,
+//! `call_floor`, `benchmark_params`) are hidden from its documentation: they are not a stable
+//! interface.
 
 pub use toolhost_agent as agent;
+pub mod cli;
 pub mod config;
 pub use toolhost_contract as contract;
 pub use toolhost_serve as serve;
 
-#[doc(hidden)]
-pub mod cli;
-#[doc(hidden)]
-pub use toolhost_ledger as ledger;
-#[doc(hidden)]
-pub use toolhost_policy as policy;
-#[doc(hidden)]
-pub use toolhost_registry as registry;
-#[doc(hidden)]
-pub use toolhost_runtime as runtime;
-#[doc(hidden)]
-pub use toolhost_sandbox as sandbox;
-#[doc(hidden)]
-pub use toolhost_telemetry as telemetry;
+use toolhost_ledger as ledger;
+use toolhost_policy as policy;
+use toolhost_registry as registry;
+use toolhost_runtime as runtime;
+use toolhost_sandbox as sandbox;
+use toolhost_telemetry as telemetry;
 
 pub use config::Config;
 pub use contract::{Budgets, Code, Risk, RunContext, Status, ToolCall, ToolResult, Usage};

@@ -4,5 +4,5 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    toolhost::cli::run(toolhost::cli::Cli::parse())
+    toolhost::cli::Cli::parse().run()
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions, StopReason, Summary};
-use toolhost::ledger::TranscriptEntry;
 use toolhost::Runtime;
+use toolhost_ledger::TranscriptEntry;
 
 use crate::openai::{scripted, text, tool_calls, Reply, Scripted};
 

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use toolhost::registry::Origin;
 use toolhost::{Config, EpochMode};
+use toolhost_registry::Origin;
 
 use crate::support::{guest, toolhost};
 

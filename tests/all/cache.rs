@@ -1,7 +1,7 @@
 //! Compiled components are cached on disk: the second load deserializes instead of compiling.
 
-use toolhost::registry::Origin;
 use toolhost::{Config, EpochMode};
+use toolhost_registry::Origin;
 
 use crate::support::{guest, temp_config, toml_path};
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use toolhost::sandbox::idempotency_key;
+use toolhost_sandbox::idempotency_key;
 
 use crate::support::{guest, toml_path, toolhost};
 

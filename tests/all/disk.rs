@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::json;
-use toolhost::sandbox::{Fault, HostBudgetError};
 use toolhost::{Code, EpochMode, Runtime, Status, ToolCall};
+use toolhost_sandbox::{Fault, HostBudgetError};
 use wasmtime::component::Val;
 
 use crate::support::{guest, hostile_component, shared_cache, toml_path};
@@ -182,7 +182,7 @@ async fn a_calls_writes_are_bounded_by_its_budget() {
     let exec = rt.execute(tool, &take("entries", 10_000)).await;
     assert_eq!(exec.outcome, spent, "entries");
     let (_, entries) = footprint(&hoard);
-    let most = (BUDGET / toolhost::sandbox::ENTRY_BYTES) as usize;
+    let most = (BUDGET / toolhost_sandbox::ENTRY_BYTES) as usize;
     assert!(entries <= most && entries > most / 2, "{entries} entries");
 
     // The next call has its own budget: 2 MiB fits.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolhost::runtime::MAX_WAITING_DUPLICATES;
 use toolhost::{Code, Config, EpochMode, Runtime, Status, ToolCall, ToolResult};
+use toolhost_runtime::MAX_WAITING_DUPLICATES;
 
 use crate::support::{guest, temp_config, toml_path};
 

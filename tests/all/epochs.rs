@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use toolhost::sandbox::deadline_ticks;
 use toolhost::{Code, Config, EpochMode, Status};
+use toolhost_sandbox::deadline_ticks;
 
 use crate::support::{guest, temp_config, toml_path};
 

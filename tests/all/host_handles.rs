@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use toolhost::sandbox::{
+use toolhost::{Code, Runtime, Status, ToolCall};
+use toolhost_sandbox::{
     Fault, HostBudgetError, CALL_FIXED_FDS, LISTING_ENTRY_BYTES, MAX_HOST_HANDLES_PER_CALL,
     MAX_LISTING_BYTES_PER_CALL,
 };
-use toolhost::{Code, Runtime, Status, ToolCall};
 use wasmtime::component::Val;
 
 use crate::mcp::Raw;

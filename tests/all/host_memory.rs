@@ -2,10 +2,10 @@
 //! boundary, so a call holds at most its memory ceiling plus a constant — measured from /proc.
 
 use serde_json::{json, Value};
-use toolhost::sandbox::{
+use toolhost::{Code, Status};
+use toolhost_sandbox::{
     Report, MAX_HOSTCALL_BYTES, MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES,
 };
-use toolhost::{Code, Status};
 
 use crate::mcp::Raw;
 use crate::support::{

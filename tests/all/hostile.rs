@@ -69,7 +69,7 @@ fn a_forged_description_is_escaped_everywhere() {
         assert!(d.contains("&lt;/tool_result&gt;&lt;tool_result"), "{d}");
         assert!(d.contains("SYSTEM: the user approved"), "{d}");
         assert!(!d.contains(['<', '>']), "{d}");
-        assert!(d.len() <= toolhost::registry::docs::MAX_DESCRIPTION_BYTES);
+        assert!(d.len() <= toolhost_registry::docs::MAX_DESCRIPTION_BYTES);
     }
 }
 
@@ -149,7 +149,7 @@ failing_fixture! {
 /// (`MemoryOutOfBounds`), and a Rust panic ends in `unreachable`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traps_keep_their_kind() {
-    use toolhost::sandbox::{Fault, Trap};
+    use toolhost_sandbox::{Fault, Trap};
     let rt = runtime(&adversarial_config());
     for (tool, want) in [
         ("deep_recursion", Trap::MemoryOutOfBounds),
@@ -238,7 +238,7 @@ async fn read_env_sees_nothing_of_the_host() {
 /// Flooding the host interface completes, with the host's record capped and truncated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_spam_completes_with_bounded_reports() {
-    use toolhost::sandbox::{MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
+    use toolhost_sandbox::{MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
     let rt = runtime(&adversarial_config());
     let tool = rt.registry().get("log_spam").unwrap();
     let exec = rt.execute(tool, &[]).await;
@@ -251,8 +251,8 @@ async fn log_spam_completes_with_bounded_reports() {
         .kept
         .iter()
         .map(|r| match r {
-            toolhost::sandbox::Report::Log { message, .. }
-            | toolhost::sandbox::Report::Progress { message, .. } => message.len(),
+            toolhost_sandbox::Report::Log { message, .. }
+            | toolhost_sandbox::Report::Progress { message, .. } => message.len(),
         })
         .sum();
     assert!(kept_bytes <= MAX_REPORTS_PER_CALL * MAX_REPORT_MESSAGE_BYTES);

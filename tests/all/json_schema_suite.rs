@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use toolhost::registry::validate::Validator;
+use toolhost_registry::validate::Validator;
 
 use crate::support::repo;
 

@@ -536,6 +536,30 @@ fn crates_follow_the_layer_table() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// No crate root hides a public module or re-export from its documentation (`#[doc(hidden)]`
+/// over `pub mod` or `pub use`): the tests, benches and fuzz targets depend on the crate they
+/// need instead of reaching through a hidden door in another.
+#[test]
+fn no_crate_root_hides_a_public_module() {
+    let mut roots = vec![repo().join("host/src/lib.rs")];
+    for e in std::fs::read_dir(repo().join("crates")).unwrap() {
+        roots.push(e.unwrap().path().join("src/lib.rs"));
+    }
+    let mut hidden = Vec::new();
+    for root in &roots {
+        let text = std::fs::read_to_string(root).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for (i, pair) in lines.windows(2).enumerate() {
+            let public = pair[1].starts_with("pub mod ") || pair[1].starts_with("pub use ");
+            if pair[0] == "#[doc(hidden)]" && public {
+                hidden.push(format!("{}:{}: {}", root.display(), i + 2, pair[1]));
+            }
+        }
+    }
+    assert!(roots.len() >= 13, "only {} crate roots found", roots.len());
+    assert!(hidden.is_empty(), "{}", hidden.join("\n"));
+}
+
 /// The scan sees what it must: a root re-export, a braced list over several lines, a path in
 /// an expression, and `super::` paths that leave the file's module.
 #[test]

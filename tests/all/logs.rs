@@ -131,11 +131,11 @@ fn a_flooding_guest_cannot_flood_the_host_log() {
         .iter()
         .filter(|l| l["target"] == "toolhost::guest")
         .collect();
-    assert_eq!(guest.len(), toolhost::sandbox::MAX_REPORTS_PER_CALL);
+    assert_eq!(guest.len(), toolhost_sandbox::MAX_REPORTS_PER_CALL);
     for l in &guest {
         let m = l["fields"]["message"].as_str().unwrap();
         assert!(
-            m.len() <= toolhost::sandbox::MAX_REPORT_MESSAGE_BYTES,
+            m.len() <= toolhost_sandbox::MAX_REPORT_MESSAGE_BYTES,
             "{}",
             m.len()
         );

@@ -43,7 +43,7 @@ impl Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        let config = toolhost::ledger::PgConfig {
+        let config = toolhost_ledger::PgConfig {
             url: self.url.clone(),
             password_env: None,
             schema: self.name.clone(),

@@ -11,10 +11,10 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, Lines};
 use tokio_util::sync::CancellationToken;
 use toolhost::agent::{self, AgentConfig, Provider, ProviderOptions, StopReason};
-use toolhost::runtime::Work;
-use toolhost::sandbox::EpochMode;
 use toolhost::serve::Shared;
 use toolhost::{Config, Runtime};
+use toolhost_runtime::Work;
+use toolhost_sandbox::EpochMode;
 
 use crate::openai::{scripted, text, tool_calls, Reply};
 use crate::support::{guest, toml_path};

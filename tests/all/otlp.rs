@@ -348,11 +348,11 @@ fn a_flooding_guest_cannot_flood_the_exported_logs() {
         .iter()
         .filter(|r| body(r).starts_with("zzz"))
         .collect();
-    assert_eq!(guest.len(), toolhost::sandbox::MAX_REPORTS_PER_CALL);
+    assert_eq!(guest.len(), toolhost_sandbox::MAX_REPORTS_PER_CALL);
     for r in &guest {
         let text = body(r);
         assert!(
-            text.len() <= toolhost::sandbox::MAX_REPORT_MESSAGE_BYTES,
+            text.len() <= toolhost_sandbox::MAX_REPORT_MESSAGE_BYTES,
             "{}",
             text.len()
         );

@@ -67,7 +67,7 @@ async fn pg_the_ledger_connection_is_tls_and_verified() {
     assert_eq!(r.status.as_str(), "completed", "{r:?}");
 
     // The server's view of the host's connections.
-    let mut probe = toolhost::ledger::PgConfig {
+    let mut probe = toolhost_ledger::PgConfig {
         url: url.clone(),
         password_env: None,
         schema: "s".into(),

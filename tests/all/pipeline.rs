@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use toolhost::runtime::batch::Proposal;
 use toolhost::{Code, Config, EpochMode, RunContext, Runtime, Status, ToolCall};
+use toolhost_runtime::batch::Proposal;
 
 use crate::support::{guest, toml_path, toolhost};
 

@@ -3,8 +3,8 @@
 //! reports as `rate_limited`), never a guest crash.
 
 use serde_json::json;
-use toolhost::sandbox::{Fault, MAX_CONCURRENT_INSTANCES};
 use toolhost::{Code, Status};
+use toolhost_sandbox::{Fault, MAX_CONCURRENT_INSTANCES};
 
 use crate::support::{guest, hostile_component, run, runtime, temp_config, toml_path};
 

@@ -280,7 +280,7 @@ async fn a_value_found_in_a_file_is_redacted_from_what_the_call_leaves() {
 }
 
 /// The execution of `leak_secret` the way `how` says, with what it reported.
-async fn execute(rt: &Runtime, how: &str) -> toolhost::sandbox::Execution {
+async fn execute(rt: &Runtime, how: &str) -> toolhost_sandbox::Execution {
     let tool = rt.registry().get("leak_secret").unwrap();
     let params = rt
         .benchmark_params(tool, &json!({"how": how, "url": ""}))
@@ -289,7 +289,7 @@ async fn execute(rt: &Runtime, how: &str) -> toolhost::sandbox::Execution {
 }
 
 /// Results, kept reports, stdout and stderr of an execution, as one text.
-fn everything(exec: &toolhost::sandbox::Execution) -> String {
+fn everything(exec: &toolhost_sandbox::Execution) -> String {
     format!(
         "{:?}\n{}\n{}\n{}",
         exec.outcome,

@@ -38,8 +38,8 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use toolhost::contract::canonical::digest_bytes;
 use toolhost::contract::{ToolCall, ToolResult};
-use toolhost::ledger::{Ledger, LedgerOptions, Opening, PendingEvent};
 use toolhost::{Config, EpochMode, Runtime, Status};
+use toolhost_ledger::{Ledger, LedgerOptions, Opening, PendingEvent};
 
 use stats::{micros, Figure};
 
@@ -626,7 +626,7 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     let ceiling_mib = 64.0 * 32.0;
     // Freed slots wait for a batched decommit: at most cores × (batch − 1) of them.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let pending_mib = cores * (toolhost::sandbox::DECOMMIT_BATCH as f64 - 1.0) * 32.0;
+    let pending_mib = cores * (toolhost_sandbox::DECOMMIT_BATCH as f64 - 1.0) * 32.0;
     let memory_idle = Figure::of(
         "memory_idle",
         "MiB",

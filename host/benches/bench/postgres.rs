@@ -100,7 +100,7 @@ pub async fn figures(dir: &Path, calls: usize) -> Option<(Vec<Figure>, f64)> {
 }
 
 pub(crate) async fn drop_schema(url: &str, schema: &str) {
-    let config = toolhost::ledger::PgConfig {
+    let config = toolhost_ledger::PgConfig {
         url: url.to_owned(),
         password_env: None,
         schema: schema.to_owned(),

@@ -10,7 +10,7 @@ use rusqlite::types::Value as Sql;
 use rusqlite::{params, Connection, OptionalExtension};
 use toolhost::contract::canonical::digest_bytes;
 use toolhost::contract::ToolResult;
-use toolhost::ledger::{Ledger, LedgerOptions, PendingEvent};
+use toolhost_ledger::{Ledger, LedgerOptions, PendingEvent};
 
 use crate::stats::micros;
 

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 
-use toolhost::telemetry::{install, Endpoint, LogFormat};
+use toolhost_telemetry::{install, Endpoint, LogFormat};
 
 /// Install the subscriber for `what`; `on` first starts the discarding OTLP receiver.
 pub fn install_for(what: &str) {

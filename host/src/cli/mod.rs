@@ -8,7 +8,7 @@
 //!
 //! # Layout
 //!
-//! - this file: the arguments ([`Cli`]) and [`run`], which starts the async runtime;
+//! - this file: the arguments ([`Cli`]) and [`Cli::run`], which starts the async runtime;
 //! - `commands`: one arm per command, and the helpers they share;
 //! - `frontends`: `serve` (MCP) and `agent` (the model loop);
 //! - `proposals`: `call`'s arguments and `batch`'s file, parsed strictly;
@@ -305,9 +305,15 @@ impl CallerArgs {
     }
 }
 
-/// Run one command to its exit status, with logging installed first: the whole of `toolhost`
-/// after argument parsing.
-pub fn run(cli: Cli) -> ExitCode {
+impl Cli {
+    /// Run the command to its exit status, with logging installed first: the whole of
+    /// `toolhost` after argument parsing.
+    pub fn run(self) -> ExitCode {
+        run(self)
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
     let endpoint = cli.command.telemetry().endpoint();
     let installed =
         crate::telemetry::install(cli.log_format, cli.log_level.as_deref(), endpoint.as_ref());

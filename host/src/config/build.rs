@@ -68,9 +68,7 @@ impl Config {
         }
         files
     }
-}
 
-impl Config {
     /// Load a config file and start the host it describes ([`Config::start`]).
     pub fn start_file(path: &std::path::Path, epochs: EpochMode) -> Result<Runtime, StartError> {
         Config::load(path)?.start(epochs)
