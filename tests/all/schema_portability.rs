@@ -301,8 +301,9 @@ fn viewer() -> toolhost::contract::Caller {
 fn problems(origin: &str, rt: &Runtime) -> Vec<String> {
     let mut out = Vec::new();
     let viewer = viewer();
-    for tool in rt.visible_tools(&viewer) {
-        let offered = rt.offered_input_schema(&viewer, tool);
+    let seen = rt.visibility(&viewer);
+    for tool in seen.tools() {
+        let offered = seen.input_schema(tool);
         let wire = serde_json::to_value(mcp_tool(tool, &offered)).unwrap();
         let name = wire["name"].as_str().unwrap().to_string();
         for key in ["inputSchema", "outputSchema"] {
@@ -332,9 +333,10 @@ fn every_advertised_schema_is_portable() {
     let mut narrowed = 0;
     let viewer = viewer();
     for (origin, rt, _dir) in runtimes() {
-        for tool in rt.visible_tools(&viewer) {
+        let seen = rt.visibility(&viewer);
+        for tool in seen.tools() {
             tools += 1;
-            if *rt.offered_input_schema(&viewer, tool) != tool.input_schema {
+            if *seen.input_schema(tool) != tool.input_schema {
                 narrowed += 1;
             }
         }

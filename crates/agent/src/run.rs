@@ -44,18 +44,18 @@ pub struct Summary {
 }
 
 /// The tools as the endpoint sees them: those the run's caller may see
-/// ([`Runtime::visible_tools`]), so a model is never offered a tool it will be refused outright,
-/// each with the schema that caller is offered ([`Runtime::offered_input_schema`]).
+/// ([`Runtime::visibility`]), so a model is never offered a tool it will be refused outright,
+/// each with the schema that caller is offered.
 pub fn advertised_tools(runtime: &Runtime, caller: &Caller) -> Vec<Value> {
-    runtime
-        .visible_tools(caller)
+    let seen = runtime.visibility(caller);
+    seen.tools()
         .map(|t| {
             json!({
                 "type": "function",
                 "function": {
                     "name": t.name.as_str(),
                     "description": t.description,
-                    "parameters": provider_schema(&runtime.offered_input_schema(caller, t)),
+                    "parameters": provider_schema(&seen.input_schema(t)),
                 }
             })
         })
@@ -211,7 +211,7 @@ async fn drive(
                 };
             }
         };
-        let _ = runtime.transcribe_digest(
+        let _ = runtime.transcripts().entry_digested(
             (&ctx.run_id, step, "model_response"),
             &completion.response_digest,
             completion.response_bytes,
@@ -374,10 +374,14 @@ fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, Stri
 }
 
 fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes: &[u8]) {
-    let _ = runtime.transcribe((&ctx.run_id, step, kind), bytes);
+    let _ = runtime
+        .transcripts()
+        .entry((&ctx.run_id, step, kind), bytes);
 }
 
 /// A transcript entry that is only operator text.
 fn note(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, detail: &str) {
-    let _ = runtime.transcribe_note((&ctx.run_id, step, kind), detail);
+    let _ = runtime
+        .transcripts()
+        .note((&ctx.run_id, step, kind), detail);
 }

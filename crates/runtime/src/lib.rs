@@ -18,10 +18,11 @@ mod inflight;
 mod pipeline;
 mod prepared;
 mod reconcile;
-mod records;
 mod stages;
 pub mod tasks;
 mod trace;
+mod transcripts;
+mod visibility;
 
 use wasmtime::component::Val;
 
@@ -39,15 +40,33 @@ pub use copies::MAX_WAITING_DUPLICATES;
 pub use diagnostics::Diagnostics;
 pub use prepared::{Prepared, Work};
 pub use reconcile::ReconcileError;
-pub use records::TranscriptAt;
 pub use stages::validate::Passes;
+pub use transcripts::{TranscriptAt, Transcripts};
+pub use visibility::Visibility;
 
 /// Largest serialized argument object accepted, checked before anything else looks at it.
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
 /// Bytes of a guest's own error value shown to the model.
 pub const MAX_TOOL_ERROR_MESSAGE: usize = 2048;
 
+/// The run and call id `/readyz` reads: never admitted, so the read is answered "unknown call".
+const READY_PROBE: &str = "toolhost-readyz-probe";
+
 /// Runs calls against a registry in a sandbox, with the ledger, policy and guards around them.
+///
+/// It holds what lives as long as the process. What it does, and where:
+///
+/// - the call path, as inherent methods: [`prepare`](Runtime::prepare) (`prepared.rs`), then
+///   [`run_prepared`](Runtime::run_prepared) or [`run_call`](Runtime::run_call), and the
+///   `refuse*` endings (`pipeline.rs`, which gives the stages' order); batches
+///   (`batch.rs`); [`would_pass_checks`](Runtime::would_pass_checks) (`stages/validate.rs`);
+/// - what the front doors ask besides calls, each a named view over the runtime:
+///   [`visibility`](Runtime::visibility) (what one caller is shown), [`approvals`](Runtime::approvals)
+///   (who approves, a handle's call, minting), [`tasks`](Runtime::tasks) (MCP task rows),
+///   [`transcripts`](Runtime::transcripts) (an agent run's transcript);
+/// - the operator's: [`reconcile`](Runtime::reconcile) (`reconcile.rs`), and in this file
+///   the parts (`ledger`, `policy`, `registry`, `sandbox`, `diagnostics`), readiness
+///   ([`ledger_reads`](Runtime::ledger_reads)) and the counts.
 pub struct Runtime {
     sandbox: Sandbox,
     registry: Registry,
@@ -155,39 +174,6 @@ impl Runtime {
         &self.registry
     }
 
-    /// The tools `caller` may see: each one the policy could allow them with some arguments
-    /// (`Policy::may_see`). What a caller is offered, over MCP and to a model.
-    pub fn visible_tools<'a>(&'a self, caller: &'a Caller) -> impl Iterator<Item = &'a Tool> + 'a {
-        self.registry
-            .tools()
-            .filter(move |t| self.policy.may_see(caller, t.name.as_str(), t.risk))
-    }
-
-    /// The tool `name` as `caller` sees it: `None` when there is none, or when the policy
-    /// hides it from them — the two are answered alike.
-    pub fn visible_tool(&self, caller: &Caller, name: &str) -> Option<&Tool> {
-        self.work.resolved();
-        self.registry
-            .get(name)
-            .filter(|t| self.policy.may_see(caller, t.name.as_str(), t.risk))
-    }
-
-    /// The input schema `tool` is shown to `caller` with: its own, narrowed by the argument
-    /// constraints of the rules that allow them ([`toolhost_policy::Policy::narrowing`]), so a
-    /// caller confined to `projects/alice/` is told so before it calls.
-    pub fn offered_input_schema<'a>(
-        &self,
-        caller: &Caller,
-        tool: &'a Tool,
-    ) -> std::borrow::Cow<'a, serde_json::Value> {
-        match self.policy.narrowing(caller, tool.name.as_str(), tool.risk) {
-            Some(narrowing) => {
-                std::borrow::Cow::Owned(toolhost_policy::narrowed(&tool.input_schema, &narrowing))
-            }
-            None => std::borrow::Cow::Borrowed(&tool.input_schema),
-        }
-    }
-
     /// Where host faults are recorded in detail.
     pub fn diagnostics(&self) -> &Diagnostics {
         &self.diagnostics
@@ -196,6 +182,14 @@ impl Runtime {
     /// The ledger every call is recorded in.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// Whether the ledger answers a read now: what `/readyz` asks.
+    pub fn ledger_reads(&self) -> Result<(), toolhost_ledger::LedgerError> {
+        match self.ledger.outcome(READY_PROBE, READY_PROBE) {
+            Ok(_) | Err(toolhost_ledger::LedgerError::UnknownCall { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// The authorization rules.

@@ -297,9 +297,10 @@ impl ServerHandler for Session {
             .identity(&cx)
             .map_err(|why| ErrorData::invalid_request(why, None))?;
         let runtime = &self.shared.runtime;
-        let tools = runtime
-            .visible_tools(&who)
-            .map(|t| mcp_tool(t, &runtime.offered_input_schema(&who, t)))
+        let seen = runtime.visibility(&who);
+        let tools = seen
+            .tools()
+            .map(|t| mcp_tool(t, &seen.input_schema(t)))
             .collect();
         let mut list = ListToolsResult::with_all_items(tools);
         if stateless::is_stateless(&cx) {

@@ -333,7 +333,7 @@ impl Gate {
                 // one, by the handler, and a 403 would tell the two apart.
                 Ok((_, _, Some(tool)))
                     if admitted.missing_scope(&tool).is_some()
-                        && self.runtime.visible_tool(&identity, &tool).is_some() =>
+                        && self.runtime.visibility(&identity).tool(&tool).is_some() =>
                 {
                     return self.forbidden(admitted.missing_scope(&tool));
                 }

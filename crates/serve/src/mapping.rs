@@ -63,7 +63,7 @@ pub fn annotations(risk: Risk, networked: bool) -> Value {
 }
 
 /// One tool as `tools/list` shows it, with the input schema its caller is offered
-/// (`Runtime::offered_input_schema`).
+/// (`Visibility::input_schema`).
 pub fn mcp_tool(tool: &HostTool, input_schema: &Value) -> Tool {
     let def = tool.definition();
     let value = json!({

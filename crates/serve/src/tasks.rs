@@ -292,7 +292,7 @@ impl Tasks {
     ) -> Result<GetTaskResult, ErrorData> {
         let (runtime, seal) = (&shared.runtime, &shared.seal);
         let task = self.find(runtime, caller, task_id).await?;
-        let wrap = wraps_output(runtime.visible_tool(caller, &task.tool));
+        let wrap = wraps_output(runtime.visibility(caller).tool(&task.tool));
         let client_approves = !runtime.approvals().operator_only_by_name(&task.tool);
         Ok(GetTaskResult::new(detailed(
             &task,

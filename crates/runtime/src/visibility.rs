@@ -1,0 +1,56 @@
+//! What one caller is shown of the tools ([`Runtime::visibility`]): the tools its policy could
+//! allow it, and each one's input schema narrowed by the constraints that confine it.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+use toolhost_contract::Caller;
+use toolhost_registry::Tool;
+
+use super::Runtime;
+
+/// The tools as one caller sees them: over MCP (`tools/list`, a task's tool) and to a model.
+pub struct Visibility<'a> {
+    rt: &'a Runtime,
+    caller: &'a Caller,
+}
+
+impl Runtime {
+    /// The tools as `caller` sees them.
+    pub fn visibility<'a>(&'a self, caller: &'a Caller) -> Visibility<'a> {
+        Visibility { rt: self, caller }
+    }
+}
+
+impl<'a> Visibility<'a> {
+    /// Each tool the policy could allow the caller with some arguments (`Policy::may_see`).
+    pub fn tools(&self) -> impl Iterator<Item = &'a Tool> + 'a {
+        let (rt, caller) = (self.rt, self.caller);
+        rt.registry
+            .tools()
+            .filter(move |t| rt.policy.may_see(caller, t.name.as_str(), t.risk))
+    }
+
+    /// The tool `name`: `None` when there is none, or when the policy hides it from the
+    /// caller — the two are answered alike.
+    pub fn tool(&self, name: &str) -> Option<&'a Tool> {
+        let rt = self.rt;
+        rt.work.resolved();
+        rt.registry
+            .get(name)
+            .filter(|t| rt.policy.may_see(self.caller, t.name.as_str(), t.risk))
+    }
+
+    /// The input schema `tool` is shown with: its own, narrowed by the argument constraints of
+    /// the rules that allow the caller ([`toolhost_policy::Policy::narrowing`]), so a caller
+    /// confined to `projects/alice/` is told so before it calls.
+    pub fn input_schema<'t>(&self, tool: &'t Tool) -> Cow<'t, Value> {
+        let policy = &self.rt.policy;
+        match policy.narrowing(self.caller, tool.name.as_str(), tool.risk) {
+            Some(narrowing) => {
+                Cow::Owned(toolhost_policy::narrowed(&tool.input_schema, &narrowing))
+            }
+            None => Cow::Borrowed(&tool.input_schema),
+        }
+    }
+}
