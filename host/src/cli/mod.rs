@@ -309,35 +309,34 @@ impl Cli {
     /// Run the command to its exit status, with logging installed first: the whole of
     /// `toolhost` after argument parsing.
     pub fn run(self) -> ExitCode {
-        run(self)
-    }
-}
-
-fn run(cli: Cli) -> ExitCode {
-    let endpoint = cli.command.telemetry().endpoint();
-    let installed =
-        crate::telemetry::install(cli.log_format, cli.log_level.as_deref(), endpoint.as_ref());
-    if let Err(e) = installed {
-        crate::telemetry::say(tracing::Level::ERROR, e);
-        return ExitCode::from(EXIT_USAGE);
-    }
-    let command = cli.command;
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            crate::telemetry::say(
-                tracing::Level::ERROR,
-                format!("cannot start the async runtime: {e}"),
-            );
-            return ExitCode::FAILURE;
+        let endpoint = self.command.telemetry().endpoint();
+        let installed = crate::telemetry::install(
+            self.log_format,
+            self.log_level.as_deref(),
+            endpoint.as_ref(),
+        );
+        if let Err(e) = installed {
+            crate::telemetry::say(tracing::Level::ERROR, e);
+            return ExitCode::from(EXIT_USAGE);
         }
-    };
-    let code = rt.block_on(commands::run(command));
-    crate::telemetry::shutdown();
-    code
+        let command = self.command;
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                crate::telemetry::say(
+                    tracing::Level::ERROR,
+                    format!("cannot start the async runtime: {e}"),
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        let code = rt.block_on(commands::run(command));
+        crate::telemetry::shutdown();
+        code
+    }
 }
 
 impl Command {
