@@ -14,7 +14,7 @@ use crate::{
     throughput,
 };
 
-/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_write|realistic|throughput_64|postgres|telemetry_on|…`: run only that
+/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_no_ledger|pipeline_write|realistic|throughput_64|postgres|telemetry_on|…`: run only that
 /// workload, long enough for `perf record` (no report).
 pub fn profile(what: &str) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -122,6 +122,13 @@ pub fn profile(what: &str) {
                     );
                     println!("sqlite_floor (write: {write}) median {:.1} µs", f.median);
                 }
+            }
+            "pipeline_no_ledger" => {
+                let unrecorded = crate::runtime(&config)
+                    .unrecorded_for_benchmarks()
+                    .expect("the null ledger starts");
+                let args = json!({"a": 40, "b": 2});
+                pipeline_samples(&unrecorded, "add", &args, 30_000, "u").await;
             }
             "telemetry_off" | "telemetry_on" => {
                 let args = json!({"a": 40, "b": 2});

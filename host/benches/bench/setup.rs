@@ -37,13 +37,14 @@ pub fn config_with(dir: &Path, synchronous_full: bool, risk: &str) -> PathBuf {
     let text = format!(
         "data_dir = {data}\n\
          [limits]\nmemory_bytes = 33_554_432\ndeadline_ms = 30_000\n\
-         [run]\nmax_concurrent_calls = 128\n\
+         [run]\nmax_concurrent_calls = {slots}\n\
          [serve]\nrequests_per_second = 1_000_000.0\n\
          [ledger]\nsynchronous = \"{sync}\"\n\
          [[component]]\npath = {component}\nrisk = \"{risk}\"\n",
         data = toml_path(&dir.join("data")),
         sync = if synchronous_full { "full" } else { "normal" },
         component = toml_path(&bench_component()),
+        slots = std::env::var("TOOLHOST_BENCH_SLOTS").unwrap_or_else(|_| "128".into()),
     );
     let path = dir.join(format!(
         "{}-{risk}.toml",
