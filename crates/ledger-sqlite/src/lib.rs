@@ -18,6 +18,8 @@
 //! `contract_tests.rs`.
 
 mod backend;
+#[cfg(test)]
+mod backend_tests;
 mod checkpoint;
 mod lease;
 mod reads;

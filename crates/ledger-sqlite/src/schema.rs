@@ -16,6 +16,7 @@
 //! row's page. See `docs/benchmarks-history.md` for the figures.
 
 use crate::Db;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use std::time::Duration;
@@ -306,9 +307,15 @@ pub const MIGRATIONS: &[&str] = &[
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Per-connection settings: WAL, synchronous level, foreign keys, busy timeout.
+/// Per-connection settings: WAL, synchronous level, foreign keys, busy timeout, and plans that
+/// do not change with the values bound.
 pub fn configure(conn: &Connection, options: &LedgerOptions) -> Result<(), LedgerError> {
     conn.busy_timeout(BUSY_TIMEOUT).db()?;
+    // A statement keeps the plan it was prepared with. Without this, SQLite re-plans a cached
+    // statement whose bindings might match a partial index (`calls_open`, `calls_unknown`)
+    // each time new values are bound: the admission read was re-prepared on every call.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .db()?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .db()?;
