@@ -129,6 +129,13 @@ bench: build-bench-guest
     TOOLHOST_BENCH_PROFILE=telemetry_off cargo bench -p toolhost --bench bench
     TOOLHOST_BENCH_PROFILE=telemetry_on cargo bench -p toolhost --bench bench
 
+# REV is built beside this tree (under target/bench-compare), both benches run in PAIRS
+# alternating pairs, and each figure's ratio (this / REV) is printed; PROFILE runs one workload
+# alone (`just bench-compare 615bbc4 5 pipeline`). See host/benches/compare.py.
+# Judge this tree against another revision, by ratio, in one run.
+bench-compare REV PAIRS="3" PROFILE="": build-bench-guest
+    python3 host/benches/compare.py {{REV}} --pairs {{PAIRS}} {{ if PROFILE != "" { "--profile " + PROFILE } else { "" } }}
+
 # Print the example tools' definitions.
 tools: build
     cargo run --quiet -- tools

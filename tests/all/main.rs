@@ -12,6 +12,7 @@ mod api_server;
 mod approval_codes;
 mod authors;
 mod balanced;
+mod bench_compare;
 mod cache;
 mod call_context;
 mod certs;
