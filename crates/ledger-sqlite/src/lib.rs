@@ -27,6 +27,8 @@ mod reconcile;
 mod recovery;
 mod rows;
 pub mod schema;
+#[cfg(test)]
+mod schema_tests;
 mod tasks;
 mod writes;
 

@@ -299,9 +299,62 @@ CREATE INDEX tasks_expiry ON tasks (expires_at_ms);
 CREATE INDEX tasks_open ON tasks (principal, tenant) WHERE open_bytes IS NOT NULL;
 "#;
 
+/// Version 7: the same `calls`, its value checks written as comparisons. SQLite evaluates a
+/// `CHECK (x IN (…))` of three or more values by building a temporary table of the values, on
+/// every row written: two per call, about a tenth of a read call's instructions. Rows, keys and
+/// the foreign keys of the tables that name `calls` are unchanged.
+const SCHEMA_V7: &str = r#"
+CREATE TABLE calls_v7 (
+    seq               INTEGER PRIMARY KEY,     -- admission order across the ledger, from 1
+    run_id            TEXT    NOT NULL,
+    call_id           TEXT    NOT NULL,
+    tool              TEXT    NOT NULL,
+    args_digest       TEXT    NOT NULL,        -- sha256 hex, computed by the caller
+    args_size         INTEGER NOT NULL,        -- bytes the digest was computed over
+    state             TEXT    NOT NULL
+                      CHECK (state = 'admitted' OR state = 'started' OR state = 'finished'),
+    admitted_at_ms    INTEGER NOT NULL,        -- unix milliseconds
+    started_at_ms     INTEGER,
+    owner             TEXT,                    -- the host process that admitted it (its lease)
+    -- The one terminal outcome, NULL until the call is finished. result_json is replay storage:
+    -- the ToolResult exactly as it was returned to the caller (output included).
+    status            TEXT
+                      CHECK (status IS NULL OR status = 'completed' OR status = 'failed'
+                             OR status = 'cancelled' OR status = 'outcome_unknown'),
+    code              TEXT,                    -- stable snake_case failure code, or NULL
+    message           TEXT,                    -- model-safe message
+    diagnostic_id     TEXT,
+    output_digest     TEXT,                    -- sha256 hex of the serialized output, or NULL
+    output_size       INTEGER,
+    fuel_consumed     INTEGER,
+    wall_ms           INTEGER,
+    memory_peak_bytes INTEGER,
+    output_bytes      INTEGER,
+    result_json       TEXT,
+    finished_at_ms    INTEGER,
+    -- The audit trail: one JSON object per line ({at_ms, stage, decision, detail}), in order.
+    -- detail is operator text - never argument content unless content recording is on.
+    events            TEXT    NOT NULL DEFAULT '',
+    CHECK ((state = 'finished') = (result_json IS NOT NULL AND status IS NOT NULL))
+);
+INSERT INTO calls_v7 (seq, run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms,
+                      started_at_ms, owner, status, code, message, diagnostic_id, output_digest,
+                      output_size, fuel_consumed, wall_ms, memory_peak_bytes, output_bytes,
+                      result_json, finished_at_ms, events)
+SELECT seq, run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms,
+       started_at_ms, owner, status, code, message, diagnostic_id, output_digest,
+       output_size, fuel_consumed, wall_ms, memory_peak_bytes, output_bytes,
+       result_json, finished_at_ms, events
+FROM calls;
+DROP TABLE calls;
+ALTER TABLE calls_v7 RENAME TO calls;
+CREATE UNIQUE INDEX calls_key ON calls (run_id, call_id);
+CREATE INDEX calls_unknown ON calls (seq) WHERE status = 'outcome_unknown';
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
 ];
 
 /// The schema version this build writes.
@@ -312,8 +365,9 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 pub fn configure(conn: &Connection, options: &LedgerOptions) -> Result<(), LedgerError> {
     conn.busy_timeout(BUSY_TIMEOUT).db()?;
     // A statement keeps the plan it was prepared with. Without this, SQLite re-plans a cached
-    // statement whose bindings might match a partial index (`calls_open`, `calls_unknown`)
-    // each time new values are bound: the admission read was re-prepared on every call.
+    // statement whose plan may depend on the values bound to it (a partial index such as
+    // `calls_unknown`) each time new values are bound: the admission read was re-prepared on
+    // every call.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .db()?;
     let mode: String = conn
