@@ -301,7 +301,7 @@ CREATE INDEX tasks_open ON tasks (principal, tenant) WHERE open_bytes IS NOT NUL
 
 /// Version 7: the same `calls`, its value checks written as comparisons. SQLite evaluates a
 /// `CHECK (x IN (…))` of three or more values by building a temporary table of the values, on
-/// every row written: two per call, about a tenth of a read call's instructions. Rows, keys and
+/// every row written: two per call, about a sixth of a read call's instructions. Rows, keys and
 /// the foreign keys of the tables that name `calls` are unchanged.
 const SCHEMA_V7: &str = r#"
 CREATE TABLE calls_v7 (
@@ -365,9 +365,8 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 pub fn configure(conn: &Connection, options: &LedgerOptions) -> Result<(), LedgerError> {
     conn.busy_timeout(BUSY_TIMEOUT).db()?;
     // A statement keeps the plan it was prepared with. Without this, SQLite re-plans a cached
-    // statement whose plan may depend on the values bound to it (a partial index such as
-    // `calls_unknown`) each time new values are bound: the admission read was re-prepared on
-    // every call.
+    // statement whose plan it judges may depend on the values bound to it, each time new
+    // values are bound: the admission read was re-prepared on every call.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .db()?;
     let mode: String = conn
