@@ -73,9 +73,9 @@ def other_tree(rev):
 def run_once(tree, binary, profile):
     """One run of a bench binary from its tree's `host/`: the figures it reports."""
     env = dict(os.environ)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     if profile:
         env["TOOLHOST_BENCH_PROFILE"] = profile
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run([str(binary), "--bench"], cwd=tree / "host", env=env, check=True,
                              stdout=subprocess.PIPE, text=True).stdout
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
