@@ -42,6 +42,7 @@ const FIXTURES: &[(&str, fn())] = &[
         "hoard",
         crate::host_handles::hoarding_past_a_budget_is_host_resources_exceeded,
     ),
+    ("residue", residue_finds_nothing_of_earlier_calls),
 ];
 
 /// A description that forges a trusted frame reaches `toolhost tools` and MCP `tools/list`
@@ -258,6 +259,46 @@ async fn log_spam_completes_with_bounded_reports() {
     assert!(kept_bytes <= MAX_REPORTS_PER_CALL * MAX_REPORT_MESSAGE_BYTES);
     let r = run(&rt, "log_spam", json!({})).await;
     assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_still_serves(&rt).await;
+}
+
+/// Nothing one call leaves in linear memory (a static buffer, the stack, heap blocks of 1 and
+/// 8 MiB, pages it grew) reaches a later call, whichever pool slot that call gets: calls one
+/// after another (the same warm slot) and four at once (other slots), three rounds, with a
+/// memory balloon between rounds. Each call's own scan finds what it wrote, so a scan that
+/// finds nothing means nothing was there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn residue_finds_nothing_of_earlier_calls() {
+    let rt = runtime(&adversarial_config());
+    let check = |r: toolhost::ToolResult| {
+        assert_eq!(r.status, Status::Completed, "{r:?}");
+        let out = r.output.expect("a report");
+        let written = out["written"].as_u64().expect("written");
+        assert!(written > (9 << 20) / 8, "{out}");
+        assert!(out["found-after"].as_u64().unwrap() >= written, "{out}");
+        assert_eq!(
+            out["found-at-start"],
+            json!(0),
+            "an earlier call's memory: {out}"
+        );
+        assert_eq!(
+            out["found-in-grown"],
+            json!(0),
+            "an earlier call's memory: {out}"
+        );
+    };
+    let args = json!({"grow-pages": 16});
+    for _ in 0..3 {
+        for _ in 0..4 {
+            check(run(&rt, "residue", args.clone()).await);
+        }
+        let at_once = (0..4).map(|_| run(&rt, "residue", args.clone()));
+        for r in futures::future::join_all(at_once).await {
+            check(r);
+        }
+        let r = run(&rt, "balloon", json!({})).await;
+        assert_eq!(r.code, Some(Code::MemoryExceeded), "{r:?}");
+    }
     assert_still_serves(&rt).await;
 }
 

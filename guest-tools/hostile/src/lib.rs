@@ -5,7 +5,9 @@ wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::example::hostile::tools::{Attempt, EnvReport, ExfilReport, Guest, HoardKind};
+use exports::example::hostile::tools::{
+    Attempt, EnvReport, ExfilReport, Guest, HoardKind, ResidueReport,
+};
 use std::fs;
 use std::hint::black_box;
 use std::io::{self, Read, Write};
@@ -13,6 +15,8 @@ use std::time::Duration;
 use toolhost::tool::host;
 
 struct Hostile;
+
+mod residue;
 
 /// Create the symlink `at` -> `to` inside the directory preopened at `/outer` (std's symlink
 /// call is unstable on WASI, so through the `wasi:filesystem` descriptor itself).
@@ -296,6 +300,10 @@ impl Guest for Hostile {
         std::thread::sleep(Duration::from_millis(u64::from(hold_ms)));
         black_box(&hoard);
         taken
+    }
+
+    fn residue(grow_pages: u32) -> ResidueReport {
+        residue::residue(grow_pages)
     }
 
     fn spin() -> u64 {
