@@ -12,35 +12,41 @@ use tokio::net::TcpStream;
 use tokio::process::Command;
 
 use crate::stats::{micros, Figure};
+use crate::usage::{self, ServerCost};
 
 /// The longest one answer may take.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// Sequential `tools/call add` over HTTP, one connection kept alive; per-request latency.
-pub async fn mcp_http_sequential(config: &Path, calls: usize) -> Figure {
+/// Sequential `tools/call add` over HTTP, one connection kept alive; per-request latency, and
+/// what the calls cost the server.
+pub async fn mcp_http_sequential(config: &Path, calls: usize) -> (Figure, ServerCost) {
     let mut server = Command::new(crate::procs::binary());
     server
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(config);
-    Figure::of(
+    let (samples, cost) = round_trips(server, calls).await;
+    let figure = Figure::of(
         "mcp_http_sequential",
         "µs",
-        &round_trips(server, calls).await,
+        &samples,
         "tools/call add through toolhost serve --http, one kept-alive connection, one at a time",
-    )
+    );
+    (figure, cost)
 }
 
 /// The same through the HTTP floor server ([`crate::floor_server`]): rmcp's Streamable HTTP
-/// service behind hyper, no pipeline.
-pub async fn mcp_http_floor(calls: usize) -> Figure {
+/// service behind hyper, no pipeline; and what the calls cost it.
+pub async fn mcp_http_floor(calls: usize) -> (Figure, ServerCost) {
     let mut server = Command::new(std::env::current_exe().expect("the bench binary"));
     server.env(crate::floor_server::ROLE, "http");
-    Figure::of(
+    let (samples, cost) = round_trips(server, calls).await;
+    let figure = Figure::of(
         "mcp_http_floor",
         "µs",
-        &round_trips(server, calls).await,
+        &samples,
         "tools/call add, one at a time, through the same rmcp service and hyper listener answering at once (no pipeline): the front door's own round trip",
-    )
+    );
+    (figure, cost)
 }
 
 /// Start the MCP server `server` names, which announces its address on stderr as `toolhost
@@ -70,11 +76,13 @@ pub(crate) async fn start(mut server: Command) -> (tokio::process::Child, String
     (child, addr)
 }
 
-/// Sequential round trips through the MCP server `server` starts, in a session.
-async fn round_trips(server: Command, calls: usize) -> Vec<f64> {
+/// Sequential round trips through the MCP server `server` starts, in a session; and what they
+/// cost it.
+async fn round_trips(server: Command, calls: usize) -> (Vec<f64>, ServerCost) {
     let (mut child, addr) = start(server).await;
     let mut conn = Conn::open(&addr, false).await;
     conn.initialize().await;
+    let idle = usage::sample(child.id());
     let call = |id: usize| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                "params": {"name": "add", "arguments": {"a": id, "b": 1}}})
@@ -83,6 +91,7 @@ async fn round_trips(server: Command, calls: usize) -> Vec<f64> {
         conn.post(&call(id)).await;
     }
     let mut samples = Vec::with_capacity(calls);
+    let before = usage::sample(child.id());
     for i in 0..calls {
         let t = Instant::now();
         let (body, _) = conn.post(&call(1000 + i)).await;
@@ -90,9 +99,10 @@ async fn round_trips(server: Command, calls: usize) -> Vec<f64> {
         let answer = answer_in(&body);
         assert_eq!(answer["result"]["isError"], false, "{answer}");
     }
+    let cost = usage::cost(&idle, &before, &usage::sample(child.id()), calls);
     drop(conn);
     let _ = child.kill().await;
-    samples
+    (samples, cost)
 }
 
 /// One kept-alive client connection: in a session (handshake era), or sending 2026-07-28

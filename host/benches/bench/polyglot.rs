@@ -58,7 +58,7 @@ pub async fn figures(
         }
         let mut server = Command::new(binary());
         server.args(["serve", "--component"]).arg(&wasm);
-        let (serve, _) = round_trips(server, calls, 0, &position).await;
+        let (serve, _, _) = round_trips(server, calls, 0, &position).await;
         let serve: Vec<f64> = serve.iter().map(|us| us / 1e3).collect();
 
         let compile = Figure::of(

@@ -11,6 +11,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use crate::stats::{micros, Figure};
+use crate::usage::{self, ServerCost};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_toolhost");
 
@@ -21,11 +22,16 @@ pub fn binary() -> String {
 }
 
 /// `tools/call add` round trips through `toolhost serve` on stdio: sequential, then with
-/// `in_flight` requests outstanding. Returns (sequential, concurrent) per-request latency.
-pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure, Figure) {
+/// `in_flight` requests outstanding. Returns (sequential, concurrent) per-request latency and
+/// what the sequential calls cost the server.
+pub async fn mcp_stdio(
+    config: &Path,
+    calls: usize,
+    in_flight: usize,
+) -> (Figure, Figure, ServerCost) {
     let mut server = Command::new(binary());
     server.args(["serve", "--config"]).arg(config);
-    let (sequential, concurrent) = round_trips(server, calls, in_flight, &add).await;
+    let (sequential, concurrent, cost) = round_trips(server, calls, in_flight, &add).await;
     (
         Figure::of(
             "mcp_stdio_sequential",
@@ -39,21 +45,24 @@ pub async fn mcp_stdio(config: &Path, calls: usize, in_flight: usize) -> (Figure
             &concurrent,
             "the same with requests outstanding (latency per request)",
         ),
+        cost,
     )
 }
 
 /// The same sequential round trips through the stdio floor server
-/// ([`crate::floor_server`]): rmcp and toolhost's stdio transport, no pipeline.
-pub async fn mcp_stdio_floor(calls: usize) -> Figure {
+/// ([`crate::floor_server`]): rmcp and toolhost's stdio transport, no pipeline; and what
+/// they cost it.
+pub async fn mcp_stdio_floor(calls: usize) -> (Figure, ServerCost) {
     let mut server = Command::new(std::env::current_exe().expect("the bench binary"));
     server.env(crate::floor_server::ROLE, "stdio");
-    let (sequential, _) = round_trips(server, calls, 0, &add).await;
-    Figure::of(
+    let (sequential, _, cost) = round_trips(server, calls, 0, &add).await;
+    let figure = Figure::of(
         "mcp_stdio_floor",
         "µs",
         &sequential,
         "tools/call add, one at a time, through the same rmcp and stdio transport answering at once (no pipeline): the front door's own round trip",
-    )
+    );
+    (figure, cost)
 }
 
 /// The `add` call of request `id`: (tool, arguments).
@@ -63,13 +72,13 @@ fn add(id: usize) -> (&'static str, Value) {
 
 /// Sequential round trips of `request(id)` (a tool and its arguments) through the MCP server
 /// `server` starts on stdio, then (when `in_flight` > 0) as many with `in_flight` requests
-/// outstanding.
+/// outstanding; and what the sequential calls cost the server.
 pub async fn round_trips(
     mut server: Command,
     calls: usize,
     in_flight: usize,
     request: &dyn Fn(usize) -> (&'static str, Value),
-) -> (Vec<f64>, Vec<f64>) {
+) -> (Vec<f64>, Vec<f64>, ServerCost) {
     let mut child = server
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -91,6 +100,7 @@ pub async fn round_trips(
     );
     stdin.write_all(init.as_bytes()).await.unwrap();
     next_response(&mut lines).await;
+    let idle = usage::sample(child.id());
     let done = send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     stdin.write_all(done.as_bytes()).await.unwrap();
     let call = |id: usize| {
@@ -106,6 +116,7 @@ pub async fn round_trips(
         next_response(&mut lines).await;
     }
     let mut sequential = Vec::with_capacity(calls);
+    let before = usage::sample(child.id());
     for i in 0..calls {
         let t = Instant::now();
         stdin.write_all(call(1000 + i).as_bytes()).await.unwrap();
@@ -113,6 +124,7 @@ pub async fn round_trips(
         sequential.push(micros(t.elapsed()));
         assert_eq!(r["result"]["isError"], false, "{r}");
     }
+    let cost = usage::cost(&idle, &before, &usage::sample(child.id()), calls);
     let mut sent: HashMap<u64, Instant> = HashMap::new();
     let mut concurrent = Vec::with_capacity(calls);
     let mut next = 0usize;
@@ -131,7 +143,7 @@ pub async fn round_trips(
     }
     drop(stdin);
     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
-    (sequential, concurrent)
+    (sequential, concurrent, cost)
 }
 
 async fn next_response(

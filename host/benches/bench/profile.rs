@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::idle::idle;
 use crate::stats::{micros, Figure};
+use crate::usage::ServerCost;
 use crate::{
     call, http, pipeline_samples, postgres, procs, runtime, sample_result, setup, sqlite_floor,
     throughput,
@@ -55,20 +56,24 @@ pub fn profile(what: &str) {
                 }
             }
             "mcp_stdio" => {
-                let (seq, _) = procs::mcp_stdio(&config, 10_000, 16).await;
+                let (seq, _, cost) = procs::mcp_stdio(&config, 10_000, 16).await;
                 println!("mcp_stdio_sequential median {:.0} µs", seq.median);
+                print_cost("mcp_stdio", &cost);
             }
             "mcp_http" => {
-                let f = http::mcp_http_sequential(&config, 10_000).await;
+                let (f, cost) = http::mcp_http_sequential(&config, 10_000).await;
                 println!("mcp_http_sequential median {:.0} µs", f.median);
+                print_cost("mcp_http", &cost);
             }
             "mcp_floors" => {
-                let stdio = procs::mcp_stdio_floor(10_000).await;
-                let http = http::mcp_http_floor(10_000).await;
+                let (stdio, stdio_cost) = procs::mcp_stdio_floor(10_000).await;
+                let (http, http_cost) = http::mcp_http_floor(10_000).await;
                 println!(
                     "mcp_stdio_floor median {:.0} µs, mcp_http_floor median {:.0} µs",
                     stdio.median, http.median
                 );
+                print_cost("mcp_stdio_floor", &stdio_cost);
+                print_cost("mcp_http_floor", &http_cost);
             }
             "pipeline_idle" => {
                 // The same calls with the thread idle between them, as a server's is: a
@@ -152,4 +157,11 @@ pub fn profile(what: &str) {
             stats.writes.load(Ordering::Relaxed)
         );
     });
+}
+
+/// One line per figure of what a server's sequential calls cost it.
+fn print_cost(prefix: &str, cost: &ServerCost) {
+    for f in cost.figures(prefix, None) {
+        println!("{}: {:.2} {} ({})", f.name, f.median, f.unit, f.note);
+    }
 }
