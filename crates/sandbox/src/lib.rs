@@ -32,7 +32,8 @@ pub use descriptors::{
     MIN_HANDLES_PER_CALL,
 };
 pub use engine::{
-    deadline_ticks, EngineSettings, DECOMMIT_BATCH, EPOCH_TICK, MAX_CONCURRENT_INSTANCES,
+    deadline_ticks, EngineSettings, DECOMMIT_BATCH, EPOCH_TICK, KEEP_RESIDENT_BYTES,
+    MAX_CONCURRENT_INSTANCES, TABLE_KEEP_RESIDENT_BYTES,
 };
 pub use executor::{Execution, Fault, Invocation};
 pub use grant::{CallIds, DirGrant, DirSource, Grant, PathPart};

@@ -302,8 +302,8 @@ impl Guest for Hostile {
         taken
     }
 
-    fn residue(grow_pages: u32) -> ResidueReport {
-        residue::residue(grow_pages)
+    fn residue(grow_pages: u32, block_kib: u32) -> ResidueReport {
+        residue::residue(grow_pages, block_kib)
     }
 
     fn spin() -> u64 {

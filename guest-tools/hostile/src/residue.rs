@@ -45,7 +45,7 @@ fn fill(words: &mut [u64]) -> u64 {
     words.len() as u64
 }
 
-pub fn residue(grow_pages: u32) -> ResidueReport {
+pub fn residue(grow_pages: u32, block_kib: u32) -> ResidueReport {
     let pages_at_start = core::arch::wasm32::memory_size(0) as u32;
     let found_at_start = count(0, memory_bytes());
     let (mut found_in_grown, mut written) = (0, 0);
@@ -65,7 +65,8 @@ pub fn residue(grow_pages: u32) -> ResidueReport {
     let mut stack = [0u64; 512];
     written += fill(&mut stack);
     black_box(&stack);
-    for size in [1 << 20, 8 << 20] {
+    let kib = block_kib as usize;
+    for size in [kib * 1024, kib * 8 * 1024] {
         let mut block = vec![0u64; size / 8];
         written += fill(&mut block);
         // Left in memory on purpose.
