@@ -27,6 +27,7 @@ mod procs;
 mod profile;
 mod setup;
 mod sqlite_floor;
+mod standing;
 mod stateless;
 mod stats;
 mod telemetry;
@@ -68,11 +69,12 @@ const FULL: Plan = Plan {
     polyglot_compiles: 2,
 };
 
+/// Enough sequential calls for the standing bounds' medians ([`standing`]).
 const SMOKE: Plan = Plan {
-    calls: 10,
+    calls: 150,
     ledger_full_calls: 5,
     throughput_calls: 64,
-    mcp_calls: 10,
+    mcp_calls: 150,
     cold_runs: 1,
     warm_runs: 2,
     memory_rounds: 1,
@@ -98,7 +100,9 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let (figures, targets) = rt.block_on(run(plan, dir.path()));
+    let (figures, mut targets) = rt.block_on(run(plan, dir.path()));
+    let standing = standing::check(&figures);
+    targets.extend(standing.iter().cloned());
     let out = if full {
         setup::repo().join("target/bench")
     } else {
@@ -124,6 +128,9 @@ fn main() {
             );
         }
         assert!(figures.len() >= 23, "{} figures", figures.len());
+        // And that no standing bound is passed.
+        let passed: Vec<_> = standing.iter().filter(|(_, met, _)| !met).collect();
+        assert!(passed.is_empty(), "standing bounds passed: {passed:#?}");
     }
 }
 

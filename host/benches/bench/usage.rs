@@ -1,14 +1,16 @@
-//! What a server process spends on the calls it answers: CPU time, the times its threads were
-//! put on a CPU (each is a wake-up or a switch), how many of its threads ran, and its resident
-//! memory. Read from `/proc/PID/task/*/schedstat` (nanoseconds on the CPU and time slices, per
-//! thread) and `/proc/PID/statm`; on a system without them every figure is NaN.
+//! What a server process spends on the calls it answers: CPU time, the times its threads went
+//! to sleep waiting (each needs a wake-up: the hand-offs), how many of its threads ran, and its
+//! resident memory. Read from `/proc/PID/task/*/schedstat` (nanoseconds on the CPU, per
+//! thread), `/proc/PID/task/*/status` (voluntary context switches: a thread that was preempted
+//! by a busy machine is not counted) and `/proc/PID/statm`; on a system without them every
+//! figure is NaN.
 
 use std::collections::HashMap;
 
 use crate::stats::Figure;
 
-/// One reading of a process: per thread (its id), nanoseconds on the CPU and time slices run;
-/// and the resident set.
+/// One reading of a process: per thread (its id), nanoseconds on the CPU and voluntary context
+/// switches; and the resident set.
 #[derive(Debug, Clone, Default)]
 pub struct Sample {
     threads: HashMap<u32, (u64, u64)>,
@@ -30,11 +32,17 @@ pub fn sample(pid: Option<u32>) -> Sample {
                 continue;
             };
             let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-            let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
-            if let (Some(Some(ns)), Some(_), Some(Some(slices))) =
-                (fields.next(), fields.next(), fields.next())
-            {
-                threads.insert(tid, (ns, slices));
+            let ns = stat
+                .split_whitespace()
+                .next()
+                .and_then(|f| f.parse::<u64>().ok());
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            let sleeps = status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            if let (Some(ns), Some(sleeps)) = (ns, sleeps) {
+                threads.insert(tid, (ns, sleeps));
             }
         }
     }
@@ -59,8 +67,9 @@ fn rss_mib(pid: u32) -> f64 {
 pub struct PerCall {
     /// CPU microseconds per call, all threads.
     pub cpu_us: f64,
-    /// Time slices per call, all threads: how often a thread was put on a CPU.
-    pub slices: f64,
+    /// Voluntary context switches per call, all threads: how often a thread went to sleep
+    /// waiting, to be woken again.
+    pub sleeps: f64,
     /// Threads that ran at all between the samples.
     pub threads: usize,
 }
@@ -68,25 +77,25 @@ pub struct PerCall {
 /// What the process spent from `before` to `after` on `calls` calls (a thread that began
 /// meanwhile counts from zero).
 pub fn per_call(before: &Sample, after: &Sample, calls: usize) -> PerCall {
-    let (mut ns, mut slices, mut threads) = (0u64, 0u64, 0usize);
-    for (tid, (a_ns, a_slices)) in &after.threads {
-        let (b_ns, b_slices) = before.threads.get(tid).copied().unwrap_or((0, 0));
-        if *a_slices > b_slices {
+    let (mut ns, mut sleeps, mut threads) = (0u64, 0u64, 0usize);
+    for (tid, (a_ns, a_sleeps)) in &after.threads {
+        let (b_ns, b_sleeps) = before.threads.get(tid).copied().unwrap_or((0, 0));
+        if *a_ns > b_ns {
             threads += 1;
         }
         ns += a_ns.saturating_sub(b_ns);
-        slices += a_slices.saturating_sub(b_slices);
+        sleeps += a_sleeps.saturating_sub(b_sleeps);
     }
     if after.threads.is_empty() {
         return PerCall {
             cpu_us: f64::NAN,
-            slices: f64::NAN,
+            sleeps: f64::NAN,
             threads: 0,
         };
     }
     PerCall {
         cpu_us: ns as f64 / 1e3 / calls as f64,
-        slices: slices as f64 / calls as f64,
+        sleeps: sleeps as f64 / calls as f64,
         threads,
     }
 }
@@ -128,9 +137,9 @@ impl ServerCost {
             Figure::of(
                 &format!("{prefix}_wakeups_per_call"),
                 "n",
-                &[p.slices],
+                &[p.sleeps],
                 &format!(
-                    "times one of the server's threads was put on a CPU, per sequential call; {} threads ran",
+                    "times one of the server's threads went to sleep waiting (to be woken again), per sequential call; {} threads ran",
                     p.threads
                 ),
             ),

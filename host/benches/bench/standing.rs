@@ -1,0 +1,73 @@
+//! Standing bounds: figures this tree holds against a floor measured in the same run. The
+//! smoke pass (`cargo test`, a debug build) fails when one is passed; `just bench` reports
+//! them with the targets. Each bound was set from the issue-50 measurements
+//! (`docs/benchmarks.md`): loose enough for a debug build on a loaded two-core machine, tight
+//! enough that the regressions seen before fail it — an SQL statement prepared on every call,
+//! a pool slot cleared by the kernel, a thread hop added to a call.
+
+use crate::stats::Figure;
+
+/// How a figure is held against its floor.
+enum Limit {
+    /// `figure / floor` at most this.
+    Ratio(f64),
+    /// `figure − floor` at most this (for counts, where a ratio hides an added hop).
+    Excess(f64),
+}
+
+/// (figure, floor, limit).
+const BOUNDS: &[(&str, &str, Limit)] = &[
+    ("pipeline", "floor", Limit::Ratio(7.0)),
+    ("pipeline_no_ledger", "floor", Limit::Ratio(6.0)),
+    ("mcp_stdio_sequential", "mcp_stdio_floor", Limit::Ratio(5.0)),
+    ("mcp_http_sequential", "mcp_http_floor", Limit::Ratio(5.0)),
+    (
+        "mcp_stdio_cpu_per_call",
+        "mcp_stdio_floor_cpu_per_call",
+        Limit::Ratio(5.0),
+    ),
+    (
+        "mcp_http_cpu_per_call",
+        "mcp_http_floor_cpu_per_call",
+        Limit::Ratio(5.0),
+    ),
+    (
+        "mcp_stdio_wakeups_per_call",
+        "mcp_stdio_floor_wakeups_per_call",
+        Limit::Excess(1.0),
+    ),
+    (
+        "mcp_http_wakeups_per_call",
+        "mcp_http_floor_wakeups_per_call",
+        Limit::Excess(1.0),
+    ),
+];
+
+/// Each standing bound as a target: (what, met, measured).
+pub fn check(figures: &[Figure]) -> Vec<(String, bool, String)> {
+    let median = |name: &str| {
+        figures
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.median)
+            .unwrap_or_else(|| panic!("standing bound on {name}, which was not measured"))
+    };
+    BOUNDS
+        .iter()
+        .map(|(figure, floor, limit)| {
+            let (value, of) = (median(figure), median(floor));
+            match limit {
+                Limit::Ratio(max) => (
+                    format!("standing: {figure} ≤ {max} × {floor}"),
+                    value / of <= *max,
+                    format!("{:.2}× ({value:.1} / {of:.1})", value / of),
+                ),
+                Limit::Excess(max) => (
+                    format!("standing: {figure} ≤ {floor} + {max}"),
+                    value - of <= *max,
+                    format!("+{:.2} ({value:.2} against {of:.2})", value - of),
+                ),
+            }
+        })
+        .collect()
+}
