@@ -15,6 +15,9 @@ use crate::stats::Figure;
 pub struct Sample {
     threads: HashMap<u32, (u64, u64)>,
     rss_mib: f64,
+    /// The anonymous part of the resident set (heap, stacks, guest memory): what the process
+    /// holds of its own, apart from its code and other file pages the page cache shares.
+    anon_mib: f64,
 }
 
 /// Read process `pid` now.
@@ -22,6 +25,7 @@ pub fn sample(pid: Option<u32>) -> Sample {
     let Some(pid) = pid else {
         return Sample {
             rss_mib: f64::NAN,
+            anon_mib: f64::NAN,
             ..Sample::default()
         };
     };
@@ -49,7 +53,17 @@ pub fn sample(pid: Option<u32>) -> Sample {
     Sample {
         threads,
         rss_mib: rss_mib(pid),
+        anon_mib: anon_mib(pid),
     }
+}
+
+fn anon_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 fn rss_mib(pid: u32) -> f64 {
@@ -105,6 +119,7 @@ pub fn per_call(before: &Sample, after: &Sample, calls: usize) -> PerCall {
 #[derive(Debug, Clone, Copy)]
 pub struct ServerCost {
     pub idle_rss_mib: f64,
+    pub idle_anon_mib: f64,
     pub per_call: PerCall,
 }
 
@@ -118,13 +133,15 @@ pub fn cost(idle: &Sample, before: &Sample, after: &Sample, calls: usize) -> Ser
     );
     ServerCost {
         idle_rss_mib: idle.rss_mib,
+        idle_anon_mib: idle.anon_mib,
         per_call,
     }
 }
 
 impl ServerCost {
-    /// Three figures named `{prefix}_cpu_per_call`, `{prefix}_wakeups_per_call` and
-    /// `{prefix}_idle_rss`, each read against `floor`'s when one is given.
+    /// Four figures named `{prefix}_cpu_per_call`, `{prefix}_wakeups_per_call`,
+    /// `{prefix}_idle_rss` and `{prefix}_idle_anon`, each read against `floor`'s when one is
+    /// given.
     pub fn figures(&self, prefix: &str, floor: Option<&[Figure]>) -> Vec<Figure> {
         let p = self.per_call;
         let figures = [
@@ -148,6 +165,12 @@ impl ServerCost {
                 "MiB",
                 &[self.idle_rss_mib],
                 "the server's resident set after its handshake, before any call",
+            ),
+            Figure::of(
+                &format!("{prefix}_idle_anon"),
+                "MiB",
+                &[self.idle_anon_mib],
+                "of it anonymous memory (heap, stacks): the rest is code and other file pages the page cache shares",
             ),
         ];
         match floor {
