@@ -1,9 +1,11 @@
 //! Standing bounds: figures this tree holds against a floor measured in the same run. The
 //! smoke pass (`cargo test`, a debug build) fails when one is passed; `just bench` reports
 //! them with the targets. Each bound was set from the issue-50 measurements
-//! (`docs/benchmarks.md`): loose enough for a debug build on a loaded two-core machine, tight
-//! enough that the regressions seen before fail it — an SQL statement prepared on every call,
-//! a pool slot cleared by the kernel, a thread hop added to a call.
+//! (`docs/benchmarks.md`). The wake-up bounds are counts, which a busy machine does not move:
+//! they fail a thread hop added to a call. The time and CPU ratios of a debug build measured in
+//! separate phases move with the machine's load (a parallel build took stdio from 2.5× to
+//! 5.1×), so they are set above the worst seen under load and fail only a call path that
+//! grows several times over.
 
 use crate::stats::Figure;
 
@@ -17,29 +19,29 @@ enum Limit {
 
 /// (figure, floor, limit).
 const BOUNDS: &[(&str, &str, Limit)] = &[
-    ("pipeline", "floor", Limit::Ratio(7.0)),
-    ("pipeline_no_ledger", "floor", Limit::Ratio(6.0)),
-    ("mcp_stdio_sequential", "mcp_stdio_floor", Limit::Ratio(5.0)),
-    ("mcp_http_sequential", "mcp_http_floor", Limit::Ratio(5.0)),
+    ("pipeline", "floor", Limit::Ratio(8.0)),
+    ("pipeline_no_ledger", "floor", Limit::Ratio(7.0)),
+    ("mcp_stdio_sequential", "mcp_stdio_floor", Limit::Ratio(8.0)),
+    ("mcp_http_sequential", "mcp_http_floor", Limit::Ratio(6.0)),
     (
         "mcp_stdio_cpu_per_call",
         "mcp_stdio_floor_cpu_per_call",
-        Limit::Ratio(5.0),
+        Limit::Ratio(10.0),
     ),
     (
         "mcp_http_cpu_per_call",
         "mcp_http_floor_cpu_per_call",
-        Limit::Ratio(5.0),
+        Limit::Ratio(6.0),
     ),
     (
         "mcp_stdio_wakeups_per_call",
         "mcp_stdio_floor_wakeups_per_call",
-        Limit::Excess(1.0),
+        Limit::Excess(1.5),
     ),
     (
         "mcp_http_wakeups_per_call",
         "mcp_http_floor_wakeups_per_call",
-        Limit::Excess(1.0),
+        Limit::Excess(1.5),
     ),
 ];
 
