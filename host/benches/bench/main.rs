@@ -342,13 +342,7 @@ async fn floor_throughput(rt: &Arc<Runtime>, callers: usize, total: usize) -> f6
 
 /// Resident set size of this process, in MiB.
 fn rss_mib() -> f64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: f64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(f64::NAN);
-    pages * 4096.0 / (1024.0 * 1024.0)
+    usage::rss_mib("self")
 }
 
 async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, bool, String)>) {

@@ -66,8 +66,9 @@ fn anon_mib(pid: u32) -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
-fn rss_mib(pid: u32) -> f64 {
-    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap_or_default();
+/// The resident set of `/proc/{process}` (a pid, or `self`), in MiB.
+pub fn rss_mib(process: impl std::fmt::Display) -> f64 {
+    let statm = std::fs::read_to_string(format!("/proc/{process}/statm")).unwrap_or_default();
     let pages: f64 = statm
         .split_whitespace()
         .nth(1)
