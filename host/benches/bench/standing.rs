@@ -1,11 +1,13 @@
 //! Standing bounds: figures this tree holds against a floor measured in the same run. The
-//! smoke pass (`cargo test`, a debug build) fails when one is passed; `just bench` reports
-//! them with the targets. Each bound was set from the issue-50 measurements
-//! (`docs/benchmarks.md`). The wake-up bounds are counts, which a busy machine does not move:
-//! they fail a thread hop added to a call. The time and CPU ratios of a debug build measured in
-//! separate phases move with the machine's load (a parallel build took stdio from 2.5× to
-//! 5.1×), so they are set above the worst seen under load and fail only a call path that
-//! grows several times over.
+//! smoke pass (`cargo test`, a debug build) lists them with its targets and fails when one is
+//! passed; they are set for a debug build, so `just bench` (release) does not list them. Each
+//! bound was set from the issue-50 measurements (`docs/benchmarks.md`). The pipeline measured
+//! in turn with the floor holds still under load (3.2–3.5× quiet and beside two busy loops),
+//! so its bound fails a pipeline a third slower. The wake-up bounds are counts, which a busy
+//! machine does not move: they fail a thread hop added to a call. The other time and CPU
+//! ratios are of two phases measured one after the other, which move with the machine's load
+//! (a parallel build took stdio from 2.5× to 5.1×), so they are set above the worst seen under
+//! load and fail only a call path that grows several times over.
 
 use crate::stats::Figure;
 
@@ -19,6 +21,11 @@ enum Limit {
 
 /// (figure, floor, limit).
 const BOUNDS: &[(&str, &str, Limit)] = &[
+    (
+        "pipeline_interleaved",
+        "floor_interleaved",
+        Limit::Ratio(4.5),
+    ),
     ("pipeline", "floor", Limit::Ratio(8.0)),
     ("pipeline_no_ledger", "floor", Limit::Ratio(7.0)),
     ("mcp_stdio_sequential", "mcp_stdio_floor", Limit::Ratio(8.0)),
