@@ -174,12 +174,31 @@ async fn pipeline_samples(rt: &Runtime, name: &str, args: &Value, n: usize, tag:
     let mut v = Vec::with_capacity(n);
     for i in 0..n {
         let c = call(format!("{tag}-{i}"), name, args.clone());
-        let t = Instant::now();
-        let r = rt.run_call(&ctx, &c, None).await;
-        v.push(micros(t.elapsed()));
-        assert_eq!(r.status, Status::Completed, "{r:?}");
+        v.push(timed_call(rt, &ctx, &c).await);
     }
     v
+}
+
+/// One completed pipeline call of `c`: its latency in µs.
+async fn timed_call(rt: &Runtime, ctx: &toolhost::RunContext, c: &ToolCall) -> f64 {
+    let t = Instant::now();
+    let r = rt.run_call(ctx, c, None).await;
+    let us = micros(t.elapsed());
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    us
+}
+
+/// One floor call (raw wasmtime) of `tool` with `params`: its latency in µs.
+async fn timed_floor(
+    rt: &Runtime,
+    tool: &toolhost::Tool,
+    params: &[wasmtime::component::Val],
+) -> f64 {
+    let t = Instant::now();
+    rt.call_floor(tool, params)
+        .await
+        .expect("the floor call works");
+    micros(t.elapsed())
 }
 
 async fn floor_samples(rt: &Runtime, name: &str, args: &Value, n: usize) -> Vec<f64> {
@@ -192,11 +211,7 @@ async fn floor_samples(rt: &Runtime, name: &str, args: &Value, n: usize) -> Vec<
     }
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
-        let t = Instant::now();
-        rt.call_floor(tool, &params)
-            .await
-            .expect("the floor call works");
-        v.push(micros(t.elapsed()));
+        v.push(timed_floor(rt, tool, &params).await);
     }
     v
 }
@@ -211,16 +226,9 @@ async fn interleaved_samples(rt: &Runtime, n: usize) -> (Vec<f64>, Vec<f64>) {
     let params = rt.benchmark_params(tool, &args).expect("valid params");
     let (mut floor, mut pipeline) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
-        let t = Instant::now();
-        rt.call_floor(tool, &params)
-            .await
-            .expect("the floor call works");
-        floor.push(micros(t.elapsed()));
+        floor.push(timed_floor(rt, tool, &params).await);
         let c = call(format!("i-{i}"), "add", args.clone());
-        let t = Instant::now();
-        let r = rt.run_call(&ctx, &c, None).await;
-        pipeline.push(micros(t.elapsed()));
-        assert_eq!(r.status, Status::Completed, "{r:?}");
+        pipeline.push(timed_call(rt, &ctx, &c).await);
     }
     (floor, pipeline)
 }

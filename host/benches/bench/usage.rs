@@ -92,6 +92,13 @@ pub struct PerCall {
 /// What the process spent from `before` to `after` on `calls` calls (a thread that began
 /// meanwhile counts from zero).
 pub fn per_call(before: &Sample, after: &Sample, calls: usize) -> PerCall {
+    if after.threads.is_empty() {
+        return PerCall {
+            cpu_us: f64::NAN,
+            sleeps: f64::NAN,
+            threads: 0,
+        };
+    }
     let (mut ns, mut sleeps, mut threads) = (0u64, 0u64, 0usize);
     for (tid, (a_ns, a_sleeps)) in &after.threads {
         let (b_ns, b_sleeps) = before.threads.get(tid).copied().unwrap_or((0, 0));
@@ -100,13 +107,6 @@ pub fn per_call(before: &Sample, after: &Sample, calls: usize) -> PerCall {
         }
         ns += a_ns.saturating_sub(b_ns);
         sleeps += a_sleeps.saturating_sub(b_sleeps);
-    }
-    if after.threads.is_empty() {
-        return PerCall {
-            cpu_us: f64::NAN,
-            sleeps: f64::NAN,
-            threads: 0,
-        };
     }
     PerCall {
         cpu_us: ns as f64 / 1e3 / calls as f64,
