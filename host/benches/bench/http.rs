@@ -49,6 +49,37 @@ pub async fn mcp_http_floor(calls: usize) -> (Figure, ServerCost) {
     (figure, cost)
 }
 
+/// Sequential `tools/call add` over HTTP through `toolhost serve --http` and through the HTTP
+/// floor server, both running, one call to each in turn, `calls` of each: (toolhost, floor)
+/// latencies, read against each other as `procs::mcp_stdio_interleaved`'s are.
+pub async fn mcp_http_interleaved(config: &Path, calls: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut toolhost = Command::new(crate::procs::binary());
+    toolhost
+        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .arg(config);
+    let mut floor = Command::new(std::env::current_exe().expect("the bench binary"));
+    floor.env(crate::floor_server::ROLE, "http");
+    let (mut toolhost_child, toolhost_addr) = start(toolhost).await;
+    let (mut floor_child, floor_addr) = start(floor).await;
+    let mut ours = Conn::open(&toolhost_addr, false).await;
+    let mut theirs = Conn::open(&floor_addr, false).await;
+    ours.initialize().await;
+    theirs.initialize().await;
+    for id in 1..=20 {
+        ours.timed_call(id).await;
+        theirs.timed_call(id).await;
+    }
+    let (mut toolhost, mut floor) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+    for i in 0..calls {
+        floor.push(theirs.timed_call(1000 + i).await);
+        toolhost.push(ours.timed_call(1000 + i).await);
+    }
+    drop((ours, theirs));
+    let _ = toolhost_child.kill().await;
+    let _ = floor_child.kill().await;
+    (toolhost, floor)
+}
+
 /// Start the MCP server `server` names, which announces its address on stderr as `toolhost
 /// serve --http` does: the child (killed on drop) and its `host:port`.
 pub(crate) async fn start(mut server: Command) -> (tokio::process::Child, String) {
@@ -83,21 +114,13 @@ async fn round_trips(server: Command, calls: usize) -> (Vec<f64>, ServerCost) {
     let mut conn = Conn::open(&addr, false).await;
     conn.initialize().await;
     let idle = usage::sample(child.id());
-    let call = |id: usize| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": "add", "arguments": {"a": id, "b": 1}}})
-    };
     for id in 1..=20 {
-        conn.post(&call(id)).await;
+        conn.timed_call(id).await;
     }
     let mut samples = Vec::with_capacity(calls);
     let before = usage::sample(child.id());
     for i in 0..calls {
-        let t = Instant::now();
-        let (body, _) = conn.post(&call(1000 + i)).await;
-        samples.push(micros(t.elapsed()));
-        let answer = answer_in(&body);
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        samples.push(conn.timed_call(1000 + i).await);
     }
     let cost = usage::cost(&idle, &before, &usage::sample(child.id()), calls);
     drop(conn);
@@ -138,6 +161,19 @@ impl Conn {
         self.session = Some(session.expect("a session id"));
         self.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await;
+    }
+
+    /// One `tools/call add` request `id`, in the session: its latency in µs; panics on an error
+    /// result.
+    pub(crate) async fn timed_call(&mut self, id: usize) -> f64 {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "add", "arguments": {"a": id, "b": 1}}});
+        let t = Instant::now();
+        let (body, _) = self.post(&call).await;
+        let elapsed = micros(t.elapsed());
+        let answer = answer_in(&body);
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        elapsed
     }
 
     /// One POST; the body (de-chunked) and the session id header, if any.

@@ -705,6 +705,36 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     let (mcp_http, http_cost) = http::mcp_http_sequential(&normal, plan.mcp_calls).await;
     let (mcp_stdio_floor, stdio_floor_cost) = procs::mcp_stdio_floor(plan.mcp_calls).await;
     let (mcp_http_floor, http_floor_cost) = http::mcp_http_floor(plan.mcp_calls).await;
+    let (stdio_in_turn, stdio_floor_in_turn) =
+        procs::mcp_stdio_interleaved(&normal, plan.mcp_calls).await;
+    let mcp_stdio_floor_interleaved = Figure::of(
+        "mcp_stdio_floor_interleaved",
+        "µs",
+        &stdio_floor_in_turn,
+        "the stdio floor server, each call followed by a call to toolhost serve running beside it",
+    );
+    let mcp_stdio_interleaved = Figure::of(
+        "mcp_stdio_interleaved",
+        "µs",
+        &stdio_in_turn,
+        "tools/call add through toolhost serve (stdio), each call after a floor server's call: read against the floor of the same turns",
+    )
+    .against(&mcp_stdio_floor_interleaved);
+    let (http_in_turn, http_floor_in_turn) =
+        http::mcp_http_interleaved(&normal, plan.mcp_calls).await;
+    let mcp_http_floor_interleaved = Figure::of(
+        "mcp_http_floor_interleaved",
+        "µs",
+        &http_floor_in_turn,
+        "the HTTP floor server, each call followed by a call to toolhost serve --http running beside it",
+    );
+    let mcp_http_interleaved = Figure::of(
+        "mcp_http_interleaved",
+        "µs",
+        &http_in_turn,
+        "tools/call add through toolhost serve --http, each call after a floor server's call: read against the floor of the same turns",
+    )
+    .against(&mcp_http_floor_interleaved);
     let mcp_seq = mcp_seq.against(&mcp_stdio_floor);
     let mcp_http = mcp_http.against(&mcp_http_floor);
     let stdio_floor_costs = stdio_floor_cost.figures("mcp_stdio_floor", None);
@@ -777,6 +807,26 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
             "realistic / realistic_floor ≤ 3.0".to_string(),
             echo.median / echo_floor.median <= 3.0,
             format!("{:.2}", echo.median / echo_floor.median),
+        ),
+        (
+            "mcp_stdio_interleaved ≤ 2 × mcp_stdio_floor_interleaved".to_string(),
+            mcp_stdio_interleaved.median <= 2.0 * mcp_stdio_floor_interleaved.median,
+            format!(
+                "{:.2}× ({:.0} µs against {:.0} µs, one call of each in turn)",
+                mcp_stdio_interleaved.median / mcp_stdio_floor_interleaved.median,
+                mcp_stdio_interleaved.median,
+                mcp_stdio_floor_interleaved.median
+            ),
+        ),
+        (
+            "mcp_http_interleaved ≤ 2 × mcp_http_floor_interleaved".to_string(),
+            mcp_http_interleaved.median <= 2.0 * mcp_http_floor_interleaved.median,
+            format!(
+                "{:.2}× ({:.0} µs against {:.0} µs, one call of each in turn)",
+                mcp_http_interleaved.median / mcp_http_floor_interleaved.median,
+                mcp_http_interleaved.median,
+                mcp_http_floor_interleaved.median
+            ),
         ),
         (
             "mcp_stdio_sequential ≤ 2 × mcp_stdio_floor".to_string(),
@@ -874,6 +924,10 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         mcp_http,
         mcp_stdio_floor,
         mcp_http_floor,
+        mcp_stdio_floor_interleaved,
+        mcp_stdio_interleaved,
+        mcp_http_floor_interleaved,
+        mcp_http_interleaved,
     ]);
     all.append(&mut server_costs);
     all.append(&mut mcp_2026);

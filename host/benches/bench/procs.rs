@@ -70,61 +70,33 @@ fn add(id: usize) -> (&'static str, Value) {
     ("add", json!({"a": id, "b": 1}))
 }
 
+/// The `tools/call` request `id` of `request(id)` (a tool and its arguments).
+fn tools_call(id: usize, request: &dyn Fn(usize) -> (&'static str, Value)) -> Value {
+    let (name, arguments) = request(id);
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": name, "arguments": arguments}})
+}
+
 /// Sequential round trips of `request(id)` (a tool and its arguments) through the MCP server
 /// `server` starts on stdio, then (when `in_flight` > 0) as many with `in_flight` requests
 /// outstanding; and what the sequential calls cost the server.
 pub async fn round_trips(
-    mut server: Command,
+    server: Command,
     calls: usize,
     in_flight: usize,
     request: &dyn Fn(usize) -> (&'static str, Value),
 ) -> (Vec<f64>, Vec<f64>, ServerCost) {
-    let mut child = server
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the MCP server starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let send = |v: Value| {
-        let mut line = v.to_string();
-        line.push('\n');
-        line
-    };
-    let init = send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "0"}}}),
-    );
-    stdin.write_all(init.as_bytes()).await.unwrap();
-    next_response(&mut lines).await;
-    let idle = usage::sample(child.id());
-    let done = send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    stdin.write_all(done.as_bytes()).await.unwrap();
-    let call = |id: usize| {
-        let (name, arguments) = request(id);
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": name, "arguments": arguments}})
-        .to_string()
-            + "\n"
-    };
+    let (mut session, idle) = StdioSession::open(server).await;
     // warm-up
     for id in 1..=20 {
-        stdin.write_all(call(id).as_bytes()).await.unwrap();
-        next_response(&mut lines).await;
+        session.timed_call(id, request).await;
     }
     let mut sequential = Vec::with_capacity(calls);
-    let before = usage::sample(child.id());
+    let before = usage::sample(session.pid());
     for i in 0..calls {
-        let t = Instant::now();
-        stdin.write_all(call(1000 + i).as_bytes()).await.unwrap();
-        let r = next_response(&mut lines).await;
-        sequential.push(micros(t.elapsed()));
-        assert_eq!(r["result"]["isError"], false, "{r}");
+        sequential.push(session.timed_call(1000 + i, request).await);
     }
-    let cost = usage::cost(&idle, &before, &usage::sample(child.id()), calls);
+    let cost = usage::cost(&idle, &before, &usage::sample(session.pid()), calls);
     let mut sent: HashMap<u64, Instant> = HashMap::new();
     let mut concurrent = Vec::with_capacity(calls);
     let mut next = 0usize;
@@ -133,32 +105,141 @@ pub async fn round_trips(
         while sent.len() < in_flight && next < calls {
             let id = base + next;
             sent.insert(id as u64, Instant::now());
-            stdin.write_all(call(id).as_bytes()).await.unwrap();
+            session.send(&tools_call(id, request)).await;
             next += 1;
         }
-        let r = next_response(&mut lines).await;
+        let r = session.answer().await;
         let id = r["id"].as_u64().expect("a response id");
         let t = sent.remove(&id).expect("a response to a sent request");
         concurrent.push(micros(t.elapsed()));
     }
-    drop(stdin);
-    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    session.close().await;
     (sequential, concurrent, cost)
 }
 
-async fn next_response(
-    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-) -> Value {
-    loop {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+/// Sequential `tools/call add` through `toolhost serve` and through the stdio floor server,
+/// both running, one call to each in turn, `calls` of each: (toolhost, floor) latencies.
+/// Whatever else the machine does falls on both alike, so their ratio holds still where two
+/// phases measured one after the other do not (the floor alone measured 79–181 µs in three
+/// runs).
+pub async fn mcp_stdio_interleaved(config: &Path, calls: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut toolhost = Command::new(binary());
+    toolhost.args(["serve", "--config"]).arg(config);
+    let mut floor = Command::new(std::env::current_exe().expect("the bench binary"));
+    floor.env(crate::floor_server::ROLE, "stdio");
+    let (mut toolhost, _) = StdioSession::open(toolhost).await;
+    let (mut floor, _) = StdioSession::open(floor).await;
+    for id in 1..=20 {
+        toolhost.timed_call(id, &add).await;
+        floor.timed_call(id, &add).await;
+    }
+    let (mut ours, mut floors) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+    for i in 0..calls {
+        floors.push(floor.timed_call(1000 + i, &add).await);
+        ours.push(toolhost.timed_call(1000 + i, &add).await);
+    }
+    toolhost.close().await;
+    floor.close().await;
+    (ours, floors)
+}
+
+/// An MCP server on stdio in a session (`initialize`, then `notifications/initialized`): its
+/// process (killed on drop) and its pipes.
+pub struct StdioSession {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl StdioSession {
+    /// Start the server `server` names and open a session; and a reading of the server after
+    /// the handshake, before any call (its idle resident set).
+    pub async fn open(mut server: Command) -> (StdioSession, usage::Sample) {
+        let mut child = server
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the MCP server starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut session = StdioSession {
+            child,
+            stdin,
+            lines,
+        };
+        session
+            .send(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"}}}),
+            )
+            .await;
+        session.answer().await;
+        let idle = usage::sample(session.pid());
+        session
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        (session, idle)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Write one message, a line.
+    pub async fn send(&mut self, message: &Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
             .await
-            .expect("the server answers within 60 s")
-            .expect("stdout reads")
-            .expect("the server is still running");
-        let v: Value = serde_json::from_str(&line).expect("JSON-RPC on stdout");
-        if v.get("id").is_some() && v.get("method").is_none() {
-            return v;
+            .expect("the request is written");
+    }
+
+    /// The next answer (a message with an id and no method), within 60 s.
+    pub async fn answer(&mut self) -> Value {
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+                .await
+                .expect("the server answers within 60 s")
+                .expect("stdout reads")
+                .expect("the server is still running");
+            let v: Value = serde_json::from_str(&line).expect("JSON-RPC on stdout");
+            if v.get("id").is_some() && v.get("method").is_none() {
+                return v;
+            }
         }
+    }
+
+    /// One `tools/call` round trip of `request(id)`: its latency in µs; panics on an error
+    /// result.
+    pub async fn timed_call(
+        &mut self,
+        id: usize,
+        request: &dyn Fn(usize) -> (&'static str, Value),
+    ) -> f64 {
+        let message = tools_call(id, request);
+        let t = Instant::now();
+        self.send(&message).await;
+        let r = self.answer().await;
+        let elapsed = micros(t.elapsed());
+        assert_eq!(r["result"]["isError"], false, "{r}");
+        elapsed
+    }
+
+    /// Close stdin and wait (at most 10 s) for the server to end.
+    pub async fn close(self) {
+        let StdioSession {
+            mut child,
+            stdin,
+            lines,
+        } = self;
+        drop(stdin);
+        drop(lines);
+        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
     }
 }
 

@@ -26,10 +26,17 @@ const BOUNDS: &[(&str, &str, Limit)] = &[
         "floor_interleaved",
         Limit::Ratio(4.5),
     ),
-    ("pipeline", "floor", Limit::Ratio(8.0)),
     ("pipeline_no_ledger", "floor", Limit::Ratio(7.0)),
-    ("mcp_stdio_sequential", "mcp_stdio_floor", Limit::Ratio(8.0)),
-    ("mcp_http_sequential", "mcp_http_floor", Limit::Ratio(6.0)),
+    (
+        "mcp_stdio_interleaved",
+        "mcp_stdio_floor_interleaved",
+        Limit::Ratio(4.0),
+    ),
+    (
+        "mcp_http_interleaved",
+        "mcp_http_floor_interleaved",
+        Limit::Ratio(3.5),
+    ),
     (
         "mcp_stdio_cpu_per_call",
         "mcp_stdio_floor_cpu_per_call",
