@@ -1,13 +1,13 @@
 //! Standing bounds: figures this tree holds against a floor measured in the same run. The
 //! smoke pass (`cargo test`, a debug build) lists them with its targets and fails when one is
 //! passed; they are set for a debug build, so `just bench` (release) does not list them. Each
-//! bound was set from the issue-50 measurements (`docs/benchmarks.md`). The pipeline measured
-//! in turn with the floor holds still under load (3.2–3.5× quiet and beside two busy loops),
-//! so its bound fails a pipeline a third slower. The wake-up bounds are counts, which a busy
-//! machine does not move: they fail a thread hop added to a call. The other time and CPU
-//! ratios are of two phases measured one after the other, which move with the machine's load
-//! (a parallel build took stdio from 2.5× to 5.1×), so they are set above the worst seen under
-//! load and fail only a call path that grows several times over.
+//! bound was set from the issue-50 measurements (`docs/benchmarks.md`). A figure measured in
+//! turn with its floor (the pipeline with raw wasmtime, each front door with its floor server)
+//! holds still where two phases measured one after the other do not, so those bounds fail a
+//! call path a third slower. The wake-up bounds are counts, which a busy machine does not
+//! move: they fail a thread hop added to a call. The remaining ratios (the null-ledger
+//! pipeline, CPU per call) are of two phases, which move with the machine's load, so they are
+//! set above the worst seen and fail only a call path that grows several times over.
 
 use crate::stats::Figure;
 
