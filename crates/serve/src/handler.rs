@@ -242,8 +242,7 @@ impl ServerHandler for Session {
     ) -> Result<GetTaskResult, ErrorData> {
         let span = request_span("tasks/get", &cx, None);
         let (s, caller) = (&self.shared, span.in_scope(|| self.task_caller(&cx))?);
-        s.tasks
-            .get(s, &caller, &request.task_id)
+        Box::pin(s.tasks.get(s, &caller, &request.task_id))
             .instrument(span)
             .await
     }
@@ -255,8 +254,7 @@ impl ServerHandler for Session {
     ) -> Result<(), ErrorData> {
         let span = request_span("tasks/cancel", &cx, None);
         let (s, caller) = (&self.shared, span.in_scope(|| self.task_caller(&cx))?);
-        s.tasks
-            .cancel(s, &caller, &request.task_id)
+        Box::pin(s.tasks.cancel(s, &caller, &request.task_id))
             .instrument(span)
             .await
     }
@@ -269,8 +267,7 @@ impl ServerHandler for Session {
         let span = request_span("tasks/update", &cx, None);
         let (s, caller) = (&self.shared, span.in_scope(|| self.task_caller(&cx))?);
         let admitted = admitted(&cx);
-        s.tasks
-            .update(s, &caller, &request, admitted)
+        Box::pin(s.tasks.update(s, &caller, &request, admitted))
             .instrument(span)
             .await
     }
@@ -316,6 +313,11 @@ impl ServerHandler for Session {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let span = request_span("tools/call", &cx, request.meta.as_deref().map(|m| &**m));
-        self.answer_call(request, cx).instrument(span).await
+        // Boxed, as the task methods' futures are: rmcp spawns a task per request whose size
+        // is its largest handler's future (this one is 7 KiB, every stage down to the
+        // sandbox), and tokio copies a task's whole future three times in its life.
+        Box::pin(self.answer_call(request, cx))
+            .instrument(span)
+            .await
     }
 }
