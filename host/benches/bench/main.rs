@@ -216,21 +216,27 @@ async fn floor_samples(rt: &Runtime, name: &str, args: &Value, n: usize) -> Vec<
     v
 }
 
-/// The floor and the pipeline of `add`, one call of each in turn, `n` times: (floor,
-/// pipeline) latencies. Whatever else the machine does falls on both alike, so their ratio
-/// holds still where two phases measured one after the other do not.
-async fn interleaved_samples(rt: &Runtime, n: usize) -> (Vec<f64>, Vec<f64>) {
+/// The floor (on `rt`) and the pipeline (on `pipeline`: `rt`, or the same on the null ledger)
+/// of `add`, one call of each in turn, `n` times: (floor, pipeline) latencies. Whatever else
+/// the machine does falls on both alike, so their ratio holds still where two phases measured
+/// one after the other do not.
+async fn interleaved_samples(
+    rt: &Runtime,
+    pipeline: &Runtime,
+    n: usize,
+    tag: &str,
+) -> (Vec<f64>, Vec<f64>) {
     let args = json!({"a": 40, "b": 2});
-    let ctx = rt.context("bench", "default");
+    let ctx = pipeline.context("bench", "default");
     let tool = rt.registry().get("add").expect("the bench tool is loaded");
     let params = rt.benchmark_params(tool, &args).expect("valid params");
-    let (mut floor, mut pipeline) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut floor, mut calls) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
         floor.push(timed_floor(rt, tool, &params).await);
-        let c = call(format!("i-{i}"), "add", args.clone());
-        pipeline.push(timed_call(rt, &ctx, &c).await);
+        let c = call(format!("{tag}-{i}"), "add", args.clone());
+        calls.push(timed_call(pipeline, &ctx, &c).await);
     }
-    (floor, pipeline)
+    (floor, calls)
 }
 
 /// How the ledger's work for one call is committed (see [`ledger_samples`]).
@@ -403,13 +409,31 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         "every stage and the ledger commit (synchronous=NORMAL, the default)",
     )
     .against(&floor);
-    let (floor_in_turn, pipeline_in_turn) = interleaved_samples(&rt, plan.calls).await;
+    let unrecorded = runtime(&normal)
+        .unrecorded_for_benchmarks()
+        .expect("the null ledger starts");
+    let (floor_in_turn, pipeline_in_turn) = interleaved_samples(&rt, &rt, plan.calls, "i").await;
     let floor_interleaved = Figure::of(
         "floor_interleaved",
         "µs",
         &floor_in_turn,
         "the floor, each call followed by a pipeline call",
     );
+    let (floor_in_turn, no_ledger_in_turn) =
+        interleaved_samples(&rt, &unrecorded, plan.calls, "iu").await;
+    let floor_interleaved_no_ledger = Figure::of(
+        "floor_interleaved_no_ledger",
+        "µs",
+        &floor_in_turn,
+        "the floor, each call followed by a call on the null ledger",
+    );
+    let no_ledger_interleaved = Figure::of(
+        "pipeline_no_ledger_interleaved",
+        "µs",
+        &no_ledger_in_turn,
+        "the pipeline on the null ledger, each call after a floor call: read against the floor of the same turns",
+    )
+    .against(&floor_interleaved_no_ledger);
     let pipeline_interleaved = Figure::of(
         "pipeline_interleaved",
         "µs",
@@ -429,9 +453,6 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     drop(rt_write);
 
     // 3. the ledger's share
-    let unrecorded = runtime(&normal)
-        .unrecorded_for_benchmarks()
-        .expect("the null ledger starts");
     let no_ledger = Figure::of(
         "pipeline_no_ledger",
         "µs",
@@ -898,6 +919,8 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         pipeline,
         floor_interleaved,
         pipeline_interleaved,
+        floor_interleaved_no_ledger,
+        no_ledger_interleaved,
         pipeline_write,
         no_ledger,
         floor_idle,
