@@ -239,6 +239,21 @@ async fn interleaved_samples(
     (floor, calls)
 }
 
+/// The target `figure ≤ max × floor` for a figure measured in turn with its floor: (what,
+/// met, measured).
+fn in_turn_target(figure: &Figure, floor: &Figure, max: f64) -> (String, bool, String) {
+    (
+        format!("{} ≤ {max} × {}", figure.name, floor.name),
+        figure.median <= max * floor.median,
+        format!(
+            "{:.2}× ({:.0} µs against {:.0} µs, one call of each in turn)",
+            figure.median / floor.median,
+            figure.median,
+            floor.median
+        ),
+    )
+}
+
 /// How the ledger's work for one call is committed (see [`ledger_samples`]).
 #[derive(Clone, Copy, PartialEq)]
 enum Commits {
@@ -829,26 +844,8 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
             echo.median / echo_floor.median <= 3.0,
             format!("{:.2}", echo.median / echo_floor.median),
         ),
-        (
-            "mcp_stdio_interleaved ≤ 2 × mcp_stdio_floor_interleaved".to_string(),
-            mcp_stdio_interleaved.median <= 2.0 * mcp_stdio_floor_interleaved.median,
-            format!(
-                "{:.2}× ({:.0} µs against {:.0} µs, one call of each in turn)",
-                mcp_stdio_interleaved.median / mcp_stdio_floor_interleaved.median,
-                mcp_stdio_interleaved.median,
-                mcp_stdio_floor_interleaved.median
-            ),
-        ),
-        (
-            "mcp_http_interleaved ≤ 2 × mcp_http_floor_interleaved".to_string(),
-            mcp_http_interleaved.median <= 2.0 * mcp_http_floor_interleaved.median,
-            format!(
-                "{:.2}× ({:.0} µs against {:.0} µs, one call of each in turn)",
-                mcp_http_interleaved.median / mcp_http_floor_interleaved.median,
-                mcp_http_interleaved.median,
-                mcp_http_floor_interleaved.median
-            ),
-        ),
+        in_turn_target(&mcp_stdio_interleaved, &mcp_stdio_floor_interleaved, 2.0),
+        in_turn_target(&mcp_http_interleaved, &mcp_http_floor_interleaved, 2.0),
         (
             "mcp_stdio_sequential ≤ 2 × mcp_stdio_floor".to_string(),
             mcp_seq.median <= 2.0 * mcp_stdio_floor.median,
