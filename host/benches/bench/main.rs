@@ -17,6 +17,8 @@
 //! - `telemetry`: the subscriber for `TOOLHOST_BENCH_PROFILE=telemetry_off|telemetry_on`.
 //! - `floor_server`, `sqlite_floor`: the floors of the front doors and of the ledger — the
 //!   same rmcp and transports answering without the pipeline; the same SQL on a bare connection.
+//! - `usage`: what a server process spends per call (CPU, sleeps, resident memory).
+//! - `standing`: the bounds against a floor that the smoke pass fails on.
 
 mod floor_server;
 mod http;
