@@ -219,11 +219,7 @@ impl Hoard {
 }
 
 /// Write (or, for `disk-sparse`, add) the `n`th MiB of the file `kind` names in `dir`.
-fn write_piece(
-    kind: HoardKind,
-    dir: &wasi::filesystem::types::Descriptor,
-    n: u64,
-) -> Option<()> {
+fn write_piece(kind: HoardKind, dir: &wasi::filesystem::types::Descriptor, n: u64) -> Option<()> {
     use wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
     const MIB: u64 = 1 << 20;
     let name = match kind {
