@@ -4,10 +4,11 @@
 //! bound was set from the issue-50 measurements (`docs/benchmarks.md`). A figure measured in
 //! turn with its floor (the pipeline and the null-ledger pipeline with raw wasmtime, each front
 //! door with its floor server) holds still where two phases measured one after the other do
-//! not, so those bounds fail a call path a third slower. The wake-up bounds are counts, which a
-//! busy machine does not move: they fail a thread hop added to a call. The CPU ratios are of
-//! two phases, which move with the machine's load, so they are set above the worst seen and
-//! fail only a call path that grows several times over.
+//! not, so those bounds fail a call path a third slower (HTTP's, three quarters: a loaded
+//! machine moves it more, `docs/benchmarks.md`). The wake-up bounds are counts, which a busy
+//! machine does not move: they fail a thread hop added to a call. The CPU ratios are of two
+//! phases, which move with the machine's load, so they are set above the worst seen and fail
+//! only a call path that grows several times over.
 
 use crate::stats::Figure;
 
