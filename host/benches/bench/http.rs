@@ -50,7 +50,7 @@ pub async fn mcp_http_floor(calls: usize) -> (Figure, ServerCost) {
 }
 
 /// Sequential `tools/call add` over HTTP through `toolhost serve --http` and through the HTTP
-/// floor server, both running, one call to each in turn, `calls` of each: (toolhost, floor)
+/// floor server, both running, one call to each in turn, `calls` of each: (floor, toolhost)
 /// latencies, read against each other as `procs::mcp_stdio_interleaved`'s are.
 pub async fn mcp_http_interleaved(config: &Path, calls: usize) -> (Vec<f64>, Vec<f64>) {
     let mut toolhost = Command::new(crate::procs::binary());
@@ -77,7 +77,7 @@ pub async fn mcp_http_interleaved(config: &Path, calls: usize) -> (Vec<f64>, Vec
     drop((ours, theirs));
     let _ = toolhost_child.kill().await;
     let _ = floor_child.kill().await;
-    (toolhost, floor)
+    (floor, toolhost)
 }
 
 /// Start the MCP server `server` names, which announces its address on stderr as `toolhost

@@ -429,35 +429,28 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     let unrecorded = runtime(&normal)
         .unrecorded_for_benchmarks()
         .expect("the null ledger starts");
-    let (floor_in_turn, pipeline_in_turn) = interleaved_samples(&rt, &rt, plan.calls, "i").await;
-    let floor_interleaved = Figure::of(
-        "floor_interleaved",
-        "µs",
-        &floor_in_turn,
-        "the floor, each call followed by a pipeline call",
+    let (floor_interleaved, pipeline_interleaved) = Figure::in_turn(
+        (
+            "floor_interleaved",
+            "the floor, each call followed by a pipeline call",
+        ),
+        (
+            "pipeline_interleaved",
+            "the pipeline, each call after a floor call",
+        ),
+        interleaved_samples(&rt, &rt, plan.calls, "i").await,
     );
-    let (floor_in_turn, no_ledger_in_turn) =
-        interleaved_samples(&rt, &unrecorded, plan.calls, "iu").await;
-    let floor_interleaved_no_ledger = Figure::of(
-        "floor_interleaved_no_ledger",
-        "µs",
-        &floor_in_turn,
-        "the floor, each call followed by a call on the null ledger",
+    let (floor_interleaved_no_ledger, no_ledger_interleaved) = Figure::in_turn(
+        (
+            "floor_interleaved_no_ledger",
+            "the floor, each call followed by a call on the null ledger",
+        ),
+        (
+            "pipeline_no_ledger_interleaved",
+            "the pipeline on the null ledger, each call after a floor call",
+        ),
+        interleaved_samples(&rt, &unrecorded, plan.calls, "iu").await,
     );
-    let no_ledger_interleaved = Figure::of(
-        "pipeline_no_ledger_interleaved",
-        "µs",
-        &no_ledger_in_turn,
-        "the pipeline on the null ledger, each call after a floor call: read against the floor of the same turns",
-    )
-    .against(&floor_interleaved_no_ledger);
-    let pipeline_interleaved = Figure::of(
-        "pipeline_interleaved",
-        "µs",
-        &pipeline_in_turn,
-        "the pipeline, each call after a floor call: read against the floor of the same turns",
-    )
-    .against(&floor_interleaved);
     let write_config = setup::config_with(&dir.join("write"), false, "write");
     let rt_write = runtime(&write_config);
     let pipeline_write = Figure::of(
@@ -743,36 +736,28 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     let (mcp_http, http_cost) = http::mcp_http_sequential(&normal, plan.mcp_calls).await;
     let (mcp_stdio_floor, stdio_floor_cost) = procs::mcp_stdio_floor(plan.mcp_calls).await;
     let (mcp_http_floor, http_floor_cost) = http::mcp_http_floor(plan.mcp_calls).await;
-    let (stdio_in_turn, stdio_floor_in_turn) =
-        procs::mcp_stdio_interleaved(&normal, plan.mcp_calls).await;
-    let mcp_stdio_floor_interleaved = Figure::of(
-        "mcp_stdio_floor_interleaved",
-        "µs",
-        &stdio_floor_in_turn,
-        "the stdio floor server, each call followed by a call to toolhost serve running beside it",
+    let (mcp_stdio_floor_interleaved, mcp_stdio_interleaved) = Figure::in_turn(
+        (
+            "mcp_stdio_floor_interleaved",
+            "the stdio floor server, each call followed by a call to toolhost serve running beside it",
+        ),
+        (
+            "mcp_stdio_interleaved",
+            "tools/call add through toolhost serve (stdio), each call after a floor server's call",
+        ),
+        procs::mcp_stdio_interleaved(&normal, plan.mcp_calls).await,
     );
-    let mcp_stdio_interleaved = Figure::of(
-        "mcp_stdio_interleaved",
-        "µs",
-        &stdio_in_turn,
-        "tools/call add through toolhost serve (stdio), each call after a floor server's call: read against the floor of the same turns",
-    )
-    .against(&mcp_stdio_floor_interleaved);
-    let (http_in_turn, http_floor_in_turn) =
-        http::mcp_http_interleaved(&normal, plan.mcp_calls).await;
-    let mcp_http_floor_interleaved = Figure::of(
-        "mcp_http_floor_interleaved",
-        "µs",
-        &http_floor_in_turn,
-        "the HTTP floor server, each call followed by a call to toolhost serve --http running beside it",
+    let (mcp_http_floor_interleaved, mcp_http_interleaved) = Figure::in_turn(
+        (
+            "mcp_http_floor_interleaved",
+            "the HTTP floor server, each call followed by a call to toolhost serve --http running beside it",
+        ),
+        (
+            "mcp_http_interleaved",
+            "tools/call add through toolhost serve --http, each call after a floor server's call",
+        ),
+        http::mcp_http_interleaved(&normal, plan.mcp_calls).await,
     );
-    let mcp_http_interleaved = Figure::of(
-        "mcp_http_interleaved",
-        "µs",
-        &http_in_turn,
-        "tools/call add through toolhost serve --http, each call after a floor server's call: read against the floor of the same turns",
-    )
-    .against(&mcp_http_floor_interleaved);
     let mcp_seq = mcp_seq.against(&mcp_stdio_floor);
     let mcp_http = mcp_http.against(&mcp_http_floor);
     let stdio_floor_costs = stdio_floor_cost.figures("mcp_stdio_floor", None);

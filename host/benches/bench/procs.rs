@@ -118,7 +118,7 @@ pub async fn round_trips(
 }
 
 /// Sequential `tools/call add` through `toolhost serve` and through the stdio floor server,
-/// both running, one call to each in turn, `calls` of each: (toolhost, floor) latencies.
+/// both running, one call to each in turn, `calls` of each: (floor, toolhost) latencies.
 /// Whatever else the machine does falls on both alike, so their ratio holds still where two
 /// phases measured one after the other do not (the floor alone measured 79–181 µs in three
 /// runs).
@@ -140,7 +140,7 @@ pub async fn mcp_stdio_interleaved(config: &Path, calls: usize) -> (Vec<f64>, Ve
     }
     toolhost.close().await;
     floor.close().await;
-    (ours, floors)
+    (floors, ours)
 }
 
 /// An MCP server on stdio in a session (`initialize`, then `notifications/initialized`): its

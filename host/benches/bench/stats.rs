@@ -51,6 +51,20 @@ impl Figure {
         }
     }
 
+    /// Latencies (µs) measured in turn with their floor's, one call of each alternately, as
+    /// `(floor's, figure's)` samples: the floor's figure `(name, note)`, and the figure
+    /// `(name, note)` read against it.
+    pub fn in_turn(
+        (floor_name, floor_note): (&str, &str),
+        (name, note): (&str, &str),
+        (floor_samples, samples): (Vec<f64>, Vec<f64>),
+    ) -> (Figure, Figure) {
+        let floor = Figure::of(floor_name, "µs", &floor_samples, floor_note);
+        let note = format!("{note}: read against the floor of the same turns");
+        let figure = Figure::of(name, "µs", &samples, &note).against(&floor);
+        (floor, figure)
+    }
+
     /// Read this figure against `floor`: the ratio of medians.
     pub fn against(mut self, floor: &Figure) -> Figure {
         self.versus = Some((floor.name.clone(), self.median / floor.median));
