@@ -34,6 +34,7 @@ mod hostile;
 mod input_bounds;
 mod json_schema_suite;
 mod layering;
+mod lock;
 mod logs;
 mod mcp;
 mod mcp_frames;

@@ -253,6 +253,7 @@ fn key_json(key: &CallKey) -> Value {
     json!({
         "run_id": key.run_id, "call_id": key.call_id, "tool": key.tool,
         "args_digest": key.args_digest, "args_size": key.args_size,
+        "component_digest": key.component_digest, "definition_digest": key.definition_digest,
     })
 }
 

@@ -169,6 +169,8 @@ fn call_record(row: &Row) -> Result<CallRecord, LedgerError> {
             why: row.get(27),
             at_ms: row.get(28),
         },
+        component_digest: row.get(29),
+        definition_digest: row.get(30),
     }
     .into_record()
 }

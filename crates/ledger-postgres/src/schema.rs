@@ -11,6 +11,7 @@
 use crate::Db;
 use tokio_postgres::Client;
 
+use super::pin_schema::SCHEMA_V10;
 use super::task_schema::{SCHEMA_V7, SCHEMA_V8, SCHEMA_V9};
 use toolhost_ledger_store::LedgerError;
 
@@ -402,7 +403,7 @@ $$;
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8,
-    SCHEMA_V9,
+    SCHEMA_V9, SCHEMA_V10,
 ];
 
 /// The schema version this build writes.

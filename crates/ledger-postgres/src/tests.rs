@@ -18,6 +18,7 @@ fn key(call_id: &str) -> CallKey {
         tool: "add".into(),
         args_digest: "d1".into(),
         args_size: 7,
+        ..Default::default()
     }
 }
 

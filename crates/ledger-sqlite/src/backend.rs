@@ -230,7 +230,7 @@ fn insert(
     };
     let finished_at_ms = finished.map(|(_, now)| now);
     let args_size = to_sql_u64(key.args_size);
-    let own: [&dyn ToSql; 10] = [
+    let own: [&dyn ToSql; 12] = [
         &key.run_id,
         &key.call_id,
         &key.tool,
@@ -241,6 +241,8 @@ fn insert(
         &owner,
         &lines,
         &finished_at_ms,
+        &key.component_digest,
+        &key.definition_digest,
     ];
     // ?1…?12 are the outcome's columns (`rows::columns`), NULL for a call not finished.
     let stored = finished.map(|(outcome, _)| outcome.stored());
@@ -249,9 +251,9 @@ fn insert(
            (status, code, message, diagnostic_id, output_digest, output_size, fuel_consumed,
             wall_ms, memory_peak_bytes, output_bytes, result_json, started_at_ms,
             run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms, owner, events,
-            finished_at_ms)
+            finished_at_ms, component_digest, definition_digest)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
-                 ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+                 ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
     )
     .db()?
     .execute(params_from_iter(columns(&stored).into_iter().chain(own)))

@@ -33,6 +33,7 @@ fn key(call_id: &str) -> CallKey {
         tool: "echo".into(),
         args_digest: digest_bytes(b"{}"),
         args_size: 2,
+        ..Default::default()
     }
 }
 

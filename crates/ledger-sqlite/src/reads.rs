@@ -154,6 +154,8 @@ fn call_record(row: &Row<'_>) -> Result<CallRecord, LedgerError> {
             why: row.get(27).db()?,
             at_ms: row.get(28).db()?,
         },
+        component_digest: row.get(29).db()?,
+        definition_digest: row.get(30).db()?,
     }
     .into_record()
 }

@@ -352,9 +352,17 @@ CREATE UNIQUE INDEX calls_key ON calls (run_id, call_id);
 CREATE INDEX calls_unknown ON calls (seq) WHERE status = 'outcome_unknown';
 "#;
 
+/// Version 8: which code a call named — the SHA-256 of its component's bytes and the digest of
+/// its tool's definition (`sha256:…` each; NULL for a tool that was not loaded, and for calls
+/// recorded before this version).
+const SCHEMA_V8: &str = r#"
+ALTER TABLE calls ADD COLUMN component_digest TEXT;
+ALTER TABLE calls ADD COLUMN definition_digest TEXT;
+"#;
+
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8,
 ];
 
 /// The schema version this build writes.

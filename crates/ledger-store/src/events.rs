@@ -57,6 +57,10 @@ pub struct CallRecord {
     pub diagnostic_id: Option<String>,
     pub args_digest: String,
     pub args_size: u64,
+    /// Which code the call named: its component's bytes and its tool's definition
+    /// (`sha256:…` each); `None` for a call of a tool that was not loaded.
+    pub component_digest: Option<String>,
+    pub definition_digest: Option<String>,
     pub output_digest: Option<String>,
     pub output_size: Option<u64>,
     pub usage: Option<Usage>,
@@ -193,7 +197,8 @@ pub const CALL_COLUMNS: &str =
      c.status, c.code, c.message, c.diagnostic_id, c.output_digest, c.output_size,
      c.fuel_consumed, c.wall_ms, c.memory_peak_bytes, c.output_bytes,
      c.finished_at_ms, cc.arguments_json, c.events,
-     r.status, r.code, r.output_digest, r.output_size, r.operator, r.why, r.at_ms";
+     r.status, r.code, r.output_digest, r.output_size, r.operator, r.why, r.at_ms,
+     c.component_digest, c.definition_digest";
 
 /// The tables [`CALL_COLUMNS`] are read from.
 pub const CALL_JOINS: &str = "calls c
@@ -257,6 +262,8 @@ pub struct RawCall {
     pub arguments: Option<String>,
     pub events: String,
     pub reconciliation: RawReconciliation,
+    pub component_digest: Option<String>,
+    pub definition_digest: Option<String>,
 }
 
 impl RawCall {
@@ -291,6 +298,8 @@ impl RawCall {
             diagnostic_id: self.diagnostic_id,
             args_digest: self.args_digest,
             args_size: from_sql_u64("args size", self.args_size)?,
+            component_digest: self.component_digest,
+            definition_digest: self.definition_digest,
             output_digest: self.output_digest,
             output_size: self
                 .output_size

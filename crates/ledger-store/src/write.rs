@@ -41,6 +41,11 @@ pub struct CallKey {
     pub tool: String,
     pub args_digest: String,
     pub args_size: u64,
+    /// The SHA-256 of the bytes of the component the tool came from (`sha256:…`), when the
+    /// call names a loaded tool.
+    pub component_digest: Option<String>,
+    /// The digest of the tool's definition as the model saw it (`sha256:…`), likewise.
+    pub definition_digest: Option<String>,
 }
 
 /// One write of the call path.

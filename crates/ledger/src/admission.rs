@@ -36,6 +36,8 @@ impl Ledger {
             tool: tool.to_owned(),
             args_digest: args_digest.to_owned(),
             args_size,
+            component_digest: None,
+            definition_digest: None,
         };
         decided(self.writer.write_blocking(Write::Admit(key)))
     }
@@ -131,6 +133,8 @@ impl Ledger {
                 tool: opening.tool.to_owned(),
                 args_digest: opening.args_digest.to_owned(),
                 args_size: opening.args_size,
+                component_digest: None,
+                definition_digest: None,
             },
             at_ms: opening.at_ms,
             events: opening.events.to_vec(),

@@ -162,6 +162,7 @@ contract!(
     repeated_admissions_are_capped,
     hosts_on_one_store_share_tokens_and_reads,
     a_ledger_opens_and_closes_inside_an_async_runtime,
+    a_call_records_which_code_it_named,
     budgets_and_rates_are_exact_under_concurrency,
     a_journal_records_one_call_from_open_to_outcome,
     a_journal_that_lost_its_admission_records_nothing,
@@ -930,6 +931,7 @@ fn a_ledger_opens_and_closes_inside_an_async_runtime(site: &dyn Site) {
             tool: "echo".into(),
             args_digest: digest,
             args_size: size,
+            ..Default::default()
         };
         let admitted = l.commit(Write::Admit(key), Inline::Allowed).await.unwrap();
         assert!(matches!(
@@ -946,6 +948,74 @@ fn a_ledger_opens_and_closes_inside_an_async_runtime(site: &dyn Site) {
                 .unwrap()
                 .map(|d| d.len()),
             Some(64)
+        );
+        drop(l);
+    });
+}
+
+/// A call's row keeps the digests of the component and the tool definition it named, admitted
+/// at once or late with its outcome; a call of no loaded tool keeps none.
+fn a_call_records_which_code_it_named(site: &dyn Site) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let l = site.open(LedgerOptions::default());
+        let (digest, size) = args_key(&json!({}));
+        let pinned = |id: &str| CallKey {
+            run_id: "run".into(),
+            call_id: id.into(),
+            tool: "echo".into(),
+            args_digest: digest.clone(),
+            args_size: size,
+            component_digest: Some(format!("sha256:{}", "c".repeat(64))),
+            definition_digest: Some(format!("sha256:{}", "d".repeat(64))),
+        };
+        l.commit(Write::Admit(pinned("now")), Inline::Allowed)
+            .await
+            .unwrap();
+        let result = ToolResult::completed(&call("late", json!({})), json!(1), Usage::default());
+        let late = Write::AdmitLate {
+            key: pinned("late"),
+            at_ms: 1,
+            events: Vec::new(),
+            content: None,
+            finished: Some(Outcome::of(&result).unwrap()),
+        };
+        l.commit(late, Inline::Allowed).await.unwrap();
+        let unknown = CallKey {
+            call_id: "unknown".into(),
+            component_digest: None,
+            definition_digest: None,
+            ..pinned("unknown")
+        };
+        l.commit(Write::Admit(unknown), Inline::Allowed)
+            .await
+            .unwrap();
+        let calls = l.calls(Some("run")).unwrap();
+        let digests: Vec<_> = calls
+            .iter()
+            .map(|c| {
+                (
+                    c.call_id.as_str(),
+                    c.component_digest.as_deref().map(|d| &d[..8]),
+                    c.definition_digest.as_deref().map(|d| &d[..8]),
+                )
+            })
+            .collect();
+        assert_eq!(
+            digests,
+            [
+                ("now", Some("sha256:c"), Some("sha256:d")),
+                ("late", Some("sha256:c"), Some("sha256:d")),
+                ("unknown", None, None),
+            ]
+        );
+        let listed = serde_json::to_value(&calls[0]).unwrap();
+        assert_eq!(
+            listed["definition_digest"],
+            json!(format!("sha256:{}", "d".repeat(64)))
         );
         drop(l);
     });

@@ -42,6 +42,7 @@ fn crash_child() {
                             tool: "echo".into(),
                             args_digest: digest_bytes(b"{}"),
                             args_size: 2,
+                            ..Default::default()
                         };
                         let admitted = l.admit_async(key, Inline::Never).await.unwrap();
                         assert!(matches!(admitted, Admission::New { .. }));

@@ -29,6 +29,7 @@ fn call(digest: &str) -> OpenCall {
             tool: "t".into(),
             args_digest: digest.into(),
             args_size: 10,
+            ..Default::default()
         },
         caller: toolhost_contract::Caller::new("p", "t"),
         late: true,

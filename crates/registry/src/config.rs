@@ -40,6 +40,11 @@ pub struct ComponentConfig {
 }
 
 impl ComponentConfig {
+    /// The component as a lock names it: its `path` as the config writes it.
+    pub fn source(&self) -> String {
+        self.path.display().to_string()
+    }
+
     /// The component at `path` with every default: nothing granted, the file-wide limits.
     pub fn at(path: PathBuf) -> ComponentConfig {
         ComponentConfig {

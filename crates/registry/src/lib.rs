@@ -13,12 +13,14 @@
 pub mod cache;
 pub mod config;
 pub mod convert;
+mod digest;
 pub mod docs;
 pub mod embed;
 mod exact_type;
 pub mod grants;
 mod imports;
 mod load;
+pub mod lock;
 mod needs;
 pub mod schema;
 mod secrets;
@@ -37,6 +39,7 @@ use config::{ComponentConfig, Risk, ToolName};
 use toolhost_sandbox::{CallState, Grant, Limits, Sandbox, SandboxError};
 
 pub use cache::Origin;
+pub use digest::Sha256Digest;
 
 /// Why a config or component could not be loaded. Messages name the file, key or import that is
 /// wrong and say how to fix it; they are for operators and tool authors, never for models.
@@ -167,6 +170,10 @@ pub struct Tool {
     pub task: toolhost_contract::TaskMode,
     pub limits: Limits,
     pub grant: Grant,
+    /// The SHA-256 of its component's bytes.
+    pub component_digest: Sha256Digest,
+    /// The digest of [`Tool::definition`] ([`lock::definition_digest`]): what the model saw.
+    pub definition_digest: Sha256Digest,
     pub(crate) input_validator: validate::Validator,
     pub(crate) output_validator: validate::Validator,
     pub(crate) params: Vec<(String, Type)>,
@@ -242,6 +249,8 @@ pub struct Registry {
     pub warnings: Vec<String>,
     /// Components compiled here that the cache does not hold yet ([`Registry::save_cache`]).
     unsaved: Vec<cache::Unsaved>,
+    /// What each component is, in load order ([`Registry::lock`]).
+    pins: Vec<lock::ComponentPin>,
 }
 
 /// What loading needs of a config, and nothing else of it.
@@ -289,5 +298,13 @@ impl Registry {
 
     pub fn tools(&self) -> impl Iterator<Item = &Tool> {
         self.tools.values().map(|t| &**t)
+    }
+
+    /// What was loaded, as `toolhost.lock` pins it.
+    pub fn lock(&self) -> lock::Lock {
+        lock::Lock {
+            version: lock::LOCK_VERSION,
+            components: self.pins.clone(),
+        }
     }
 }

@@ -10,8 +10,10 @@ use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex};
 
 use super::config::{ComponentConfig, ToolConfig, ToolName};
+use super::lock::{ComponentPin, ToolPin};
 use super::{
-    cache, docs, grants, imports, schema, validate, Origin, Registry, RegistryError, Tool,
+    cache, docs, grants, imports, schema, validate, Origin, Registry, RegistryError, Sha256Digest,
+    Tool, ToolDefinition,
 };
 use toolhost_contract::{Risk, RiskSource};
 use toolhost_sandbox::{Limits, Sandbox};
@@ -32,6 +34,7 @@ impl Registry {
             source,
         })?;
         check_needs(&path, &bytes, c, defaults.with(&c.limits))?;
+        let component_digest = Sha256Digest::of(&bytes);
         let engine = sandbox.engine();
         let (component, unsaved) =
             cache::load_unsaved(engine, &bytes, cache_dir).map_err(|e| RegistryError::Compile {
@@ -105,6 +108,11 @@ impl Registry {
         let pre = Arc::new(sandbox.prepare(&component, network)?);
         let component_limits = defaults.with(&c.limits);
         let no_tool_config = ToolConfig::default();
+        let mut pin = ComponentPin {
+            source: c.source(),
+            sha256: component_digest.clone(),
+            tools: Default::default(),
+        };
 
         for f in funcs {
             let tc = c.tools.get(&f.name).unwrap_or(&no_tool_config);
@@ -168,6 +176,13 @@ impl Registry {
                     )
                 }
             };
+            let tool_pin = ToolPin::of(&ToolDefinition {
+                name: name.to_string(),
+                description: description.clone(),
+                input_schema: input_schema.clone(),
+                output_schema: output_schema.clone(),
+                risk,
+            });
             let tool = Tool {
                 name: name.clone(),
                 export: f.name.clone(),
@@ -176,6 +191,8 @@ impl Registry {
                 output_schema,
                 input_validator,
                 output_validator,
+                component_digest: component_digest.clone(),
+                definition_digest: tool_pin.definition.clone(),
                 risk,
                 risk_from,
                 approval: tc.approval,
@@ -188,6 +205,7 @@ impl Registry {
                 func,
                 pre: pre.clone(),
             };
+            pin.tools.insert(name.to_string(), tool_pin);
             let here = format!("`{}` of {}", f.name, path.display());
             if let Some(prev) = self.tools.get(name.as_str()) {
                 return Err(RegistryError::DuplicateName {
@@ -199,6 +217,7 @@ impl Registry {
             self.tools
                 .insert(name.to_string(), std::sync::Arc::new(tool));
         }
+        self.pins.push(pin);
         Ok(())
     }
 }

@@ -35,7 +35,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
                     warn(&checked.registry);
                     out!(
                         "{}",
-                        serde_json::to_string_pretty(&loaded.effective(&checked.registry))
+                        serde_json::to_string_pretty(&loaded.effective(&checked))
                             .expect("settings serialize")
                     );
                     ExitCode::SUCCESS
@@ -43,6 +43,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
                 Err(e) => usage_error(&e),
             }
         }
+        Command::Lock { config, update } => super::lock::lock(&config, update),
         Command::Call {
             source,
             identity,

@@ -12,6 +12,7 @@
 //! - `commands`: one arm per command, and the helpers they share;
 //! - `frontends`: `serve` (MCP) and `agent` (the model loop);
 //! - `proposals`: `call`'s arguments and `batch`'s file, parsed strictly;
+//! - `lock`: writing and comparing `toolhost.lock`;
 //! - `reconcile`: listing and reconciling calls that ended `outcome_unknown`;
 //! - `author`, `scaffold`: the tool author's `embed-wit` and `new`.
 
@@ -32,6 +33,7 @@ mod approve;
 mod author;
 mod commands;
 mod frontends;
+mod lock;
 mod proposals;
 mod reconcile;
 mod report;
@@ -109,6 +111,17 @@ pub enum Command {
     CheckConfig {
         #[arg(long, default_value = "toolhost.toml")]
         config: PathBuf,
+    },
+    /// Pin what a config runs: write the lock beside it (`toolhost.toml` → `toolhost.lock`)
+    /// with each component's SHA-256 and each tool's definition digest. With a lock already
+    /// there, print how the config differs from it and exit 1; `--update` accepts the changes.
+    /// `serve`, `call` and `agent` refuse a config that differs from its lock.
+    Lock {
+        #[arg(long, default_value = "toolhost.toml")]
+        config: PathBuf,
+        /// Replace a lock that differs (or does not read) with what the config loads now.
+        #[arg(long)]
+        update: bool,
     },
     /// Run one call and print its result as JSON. Exit 0 only when it completed.
     Call {

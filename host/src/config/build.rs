@@ -3,7 +3,8 @@
 //!
 //! 1. every section on its own ([`Config::load`] already did it);
 //! 2. the grants (opened read-only) and the components (read, compiled in memory or taken from
-//!    the compile cache, which is only read), then every name the config gives a tool;
+//!    the compile cache, which is only read), then the lock beside the config (what loaded must
+//!    be what it pins), then every name the config gives a tool;
 //! 3. only then the side effects, all in the data directory: the compile cache is written, the
 //!    ledger opened (and recovered), the approval key read or created.
 
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use super::{Config, ConfigError};
 use crate::policy::Policy;
 use crate::registry::grants::real_path;
+use crate::registry::lock::{Lock, LockError};
 use crate::registry::{LoadSpec, Registry, RegistryError};
 use crate::runtime::{Diagnostics, Runtime, RuntimeParts};
 use crate::sandbox::{EngineSettings, EpochMode, Sandbox};
@@ -32,6 +34,9 @@ pub enum StartError {
     Ledger(#[from] crate::ledger::LedgerError),
     #[error("the approval key: {0}")]
     Policy(#[from] crate::policy::PolicyError),
+    /// The lock file cannot be read, or what the config loads is not what it pins.
+    #[error(transparent)]
+    Lock(#[from] LockError),
 }
 
 /// Engine settings large enough for every limit the config can give a tool.
@@ -82,6 +87,7 @@ impl Config {
             sandbox,
             mut registry,
             policy,
+            lock: _,
         } = check(self, epochs)?;
         let data = self.data_dir();
         // Side effects from here on.
@@ -114,10 +120,42 @@ pub struct Checked {
     /// The tools, compiled (or read from the cache) but not saved to it.
     pub registry: Registry,
     pub policy: Policy,
+    /// Whether a lock pinned what was loaded.
+    pub lock: LockStatus,
+}
+
+/// What the lock beside a config said about what it loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockStatus {
+    /// Not a config file (`--component FILE`): nothing to lock.
+    NoFile,
+    /// No lock file at this path: nothing is pinned.
+    Absent(PathBuf),
+    /// The lock at this path pins exactly what was loaded.
+    Pinned(PathBuf),
+    /// Not compared (`toolhost lock` reads the lock itself).
+    Unchecked,
 }
 
 /// Steps 1 and 2 above: everything but the side effects (`toolhost check-config` stops here).
+/// What the config loads must be what its lock pins, when it has one.
 pub fn check(config: &Config, epochs: EpochMode) -> Result<Checked, StartError> {
+    let mut checked = check_unlocked(config, epochs)?;
+    checked.lock = match config.lock_path() {
+        None => LockStatus::NoFile,
+        Some(path) => match Lock::read(&path)? {
+            None => LockStatus::Absent(path),
+            Some(lock) => {
+                lock.check(&path, &checked.registry.lock())?;
+                LockStatus::Pinned(path)
+            }
+        },
+    };
+    Ok(checked)
+}
+
+/// [`check`] without comparing the lock: what `toolhost lock` writes one from.
+pub fn check_unlocked(config: &Config, epochs: EpochMode) -> Result<Checked, StartError> {
     let in_file = |source: RegistryError| StartError::Registry {
         file: config.file_name(),
         source: Box::new(source),
@@ -155,5 +193,6 @@ pub fn check(config: &Config, epochs: EpochMode) -> Result<Checked, StartError> 
         sandbox,
         registry,
         policy,
+        lock: LockStatus::Unchecked,
     })
 }

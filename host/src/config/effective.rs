@@ -4,9 +4,8 @@
 
 use serde_json::{json, Value};
 
-use super::Config;
+use super::{Checked, Config, LockStatus};
 use crate::policy::needs_approval;
-use crate::registry::Registry;
 use crate::sandbox::Limits;
 
 fn limits(l: &Limits) -> Value {
@@ -23,7 +22,8 @@ fn limits(l: &Limits) -> Value {
 
 impl Config {
     /// The effective settings of this (checked) config and the tools loaded from it.
-    pub fn effective(&self, registry: &Registry) -> Value {
+    pub fn effective(&self, checked: &Checked) -> Value {
+        let registry = &checked.registry;
         let data = self.data_dir();
         let policy_given = self.policy.is_some();
         let policy = self.policy.clone().unwrap_or_default();
@@ -137,8 +137,22 @@ impl Config {
                     None => None,
                 },
             },
+            "lock": lock(&checked.lock),
             "component": components,
             "tools": tools,
         })
+    }
+}
+
+/// Whether what runs is pinned, and by which file.
+fn lock(status: &LockStatus) -> Value {
+    match status {
+        LockStatus::Pinned(p) => json!({"file": p.display().to_string(), "pinned": true}),
+        LockStatus::Absent(p) => json!({
+            "file": p.display().to_string(),
+            "pinned": false,
+            "note": "no lock file: components and tool definitions are not pinned; `toolhost lock` writes one",
+        }),
+        LockStatus::NoFile | LockStatus::Unchecked => Value::Null,
     }
 }

@@ -35,7 +35,7 @@ use crate::runtime::guards::RunLimitsConfig;
 use crate::sandbox::{Limits, LimitsOverride};
 use crate::serve::ServeConfig;
 
-pub use build::{check, engine_settings, Checked, StartError};
+pub use build::{check, check_unlocked, engine_settings, Checked, LockStatus, StartError};
 
 /// The default data directory, relative to the config file.
 pub const DEFAULT_DATA_DIR: &str = ".toolhost";
@@ -299,6 +299,20 @@ impl Config {
             (None, Some(label)) => label.clone(),
             (None, None) => "(text)".to_string(),
         }
+    }
+
+    /// The lock beside the config file (`toolhost.toml` → `toolhost.lock`); none without a
+    /// file (`--component FILE`). A config file that is itself named `*.lock` gets `*.lock.lock`.
+    pub fn lock_path(&self) -> Option<PathBuf> {
+        let file = self.file.as_ref()?;
+        Some(match file.extension() {
+            Some(e) if e == "lock" => {
+                let mut name = file.as_os_str().to_owned();
+                name.push(".lock");
+                PathBuf::from(name)
+            }
+            _ => file.with_extension("lock"),
+        })
     }
 
     /// The data directory, resolved.

@@ -39,6 +39,12 @@ pub(crate) fn open_call(
             tool: call.name.clone(),
             args_digest: admission_digest(&ctx.caller, prepared.fingerprint()),
             args_size: prepared.canonical().bytes().len() as u64,
+            component_digest: prepared
+                .registered()
+                .map(|t| t.component_digest.to_string()),
+            definition_digest: prepared
+                .registered()
+                .map(|t| t.definition_digest.to_string()),
         },
         caller: ctx.caller.clone(),
         late,

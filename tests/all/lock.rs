@@ -1,0 +1,222 @@
+//! `toolhost.lock`: what a config runs, pinned by digest. A component whose bytes or tool
+//! definitions differ from the lock is refused by every command that runs tools, naming the
+//! tool and what changed, until the operator accepts it with `toolhost lock --update`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::support::{guest, toml_path, toolhost};
+
+/// A directory with a copy of the template component (`greet`) and a config for it:
+/// (dir guard, config path, component path).
+fn pinned_template(extra: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("greet.wasm");
+    std::fs::copy(guest("template"), &wasm).unwrap();
+    let config = dir.path().join("toolhost.toml");
+    write_config(&config, extra);
+    (dir, config, wasm)
+}
+
+fn write_config(config: &Path, extra: &str) {
+    let cache = toml_path(&crate::support::shared_cache());
+    let text = format!("cache_dir = {cache}\n[[component]]\npath = \"greet.wasm\"\n{extra}");
+    std::fs::write(config, text).unwrap();
+}
+
+/// The template component with its doc comment changed, as a rebuild would change it.
+fn change_description(wasm: &Path, description: &str) {
+    let wit = wasm.with_extension("wit");
+    std::fs::write(
+        &wit,
+        format!(
+            "package example:template@0.1.0;\n\
+             interface tools {{\n  /// {description}\n  greet: func(name: string) -> string;\n}}\n\
+             world template {{ include toolhost:tool/tool@0.1.0; export tools; }}\n"
+        ),
+    )
+    .unwrap();
+    let out = toolhost(&["embed-wit", wasm.to_str().unwrap(), wit.to_str().unwrap()]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+}
+
+fn lock(config: &Path, update: bool) -> (i32, Value, String) {
+    let mut args = vec!["lock", "--config", config.to_str().unwrap()];
+    if update {
+        args.push("--update");
+    }
+    let out = toolhost(&args);
+    (out.status, out.json(), out.stderr)
+}
+
+fn greet(config: &Path) -> crate::support::Cli {
+    toolhost(&[
+        "call",
+        "--config",
+        config.to_str().unwrap(),
+        "greet",
+        r#"{"name":"Ada"}"#,
+    ])
+}
+
+/// A component rebuilt with one changed doc comment is refused by `call`, `serve`, `tools`
+/// and `check-config`, naming the tool and "description"; `lock` says the same and exits 1;
+/// `lock --update` accepts it, and it runs again.
+#[test]
+fn a_changed_description_is_refused_until_the_lock_is_updated() {
+    let (dir, config, wasm) = pinned_template("");
+    let (status, written, stderr) = lock(&config, false);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(written["state"], json!("written"));
+    assert_eq!(
+        (written["components"].clone(), written["tools"].clone()),
+        (json!(1), json!(1))
+    );
+    assert!(dir.path().join("toolhost.lock").is_file());
+    assert_eq!(greet(&config).status, 0);
+    let (status, again, _) = lock(&config, false);
+    assert_eq!((status, again["state"].clone()), (0, json!("unchanged")));
+
+    change_description(&wasm, "Greets someone, in other words.");
+    let out = greet(&config);
+    assert_eq!(out.status, 2, "{}", out.stdout);
+    for said in [
+        "toolhost.lock does not match what the config loads",
+        "component greet.wasm: its bytes changed",
+        "component greet.wasm: tool `greet`: description changed",
+        "toolhost lock --update",
+    ] {
+        assert!(out.stderr.contains(said), "{said:?} not in: {}", out.stderr);
+    }
+    assert!(out.stdout.is_empty(), "nothing ran: {}", out.stdout);
+    let c = config.to_str().unwrap();
+    for args in [
+        vec!["tools", "--config", c],
+        vec!["check-config", "--config", c],
+        vec!["serve", "--config", c],
+    ] {
+        let out = toolhost(&args);
+        assert_eq!(out.status, 2, "{args:?}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("description changed"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    let (status, differs, _) = lock(&config, false);
+    assert_eq!(status, 1);
+    assert_eq!(differs["state"], json!("differs"));
+    assert_eq!(differs["changes"].as_array().unwrap().len(), 2, "{differs}");
+
+    let (status, updated, _) = lock(&config, true);
+    assert_eq!((status, updated["state"].clone()), (0, json!("updated")));
+    let out = greet(&config);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = toolhost(&["tools", "--config", c]);
+    assert_eq!(
+        out.json()[0]["description"],
+        json!("Greets someone, in other words.")
+    );
+}
+
+/// A tool renamed in the config is a removed tool and an added one; a component added to the
+/// config is not in the lock; one taken out of it is missing.
+#[test]
+fn added_removed_and_renamed_tools_are_named() {
+    let (_dir, config, _) = pinned_template("");
+    assert_eq!(lock(&config, false).0, 0);
+    write_config(&config, "[component.tools.greet]\nname = \"hello\"\n");
+    let out = greet(&config);
+    assert_eq!(out.status, 2);
+    assert!(
+        out.stderr.contains("tool `hello` added") && out.stderr.contains("tool `greet` removed"),
+        "{}",
+        out.stderr
+    );
+    write_config(
+        &config,
+        "[[component]]\npath = \"greet.wasm\"\n[component.tools.greet]\nname = \"again\"\n",
+    );
+    let (status, differs, _) = lock(&config, false);
+    assert_eq!(status, 1);
+    assert_eq!(
+        differs["changes"],
+        json!(["component greet.wasm: not in the lock"])
+    );
+    std::fs::write(&config, "").unwrap();
+    let (_, differs, _) = lock(&config, false);
+    assert_eq!(
+        differs["changes"],
+        json!(["component greet.wasm: in the lock, but the config does not load it"])
+    );
+}
+
+/// Without a lock file a config runs as it always did, and `check-config` says that nothing
+/// is pinned; with one that matches, it says pinned. A lock that does not read is refused,
+/// named, and replaced only by `--update`.
+#[test]
+fn check_config_says_whether_what_runs_is_pinned() {
+    let (dir, config, _) = pinned_template("");
+    let c = config.to_str().unwrap();
+    let out = toolhost(&["check-config", "--config", c]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let lock_file = dir.path().join("toolhost.lock");
+    assert_eq!(
+        out.json()["lock"],
+        json!({
+            "file": lock_file.display().to_string(),
+            "pinned": false,
+            "note": "no lock file: components and tool definitions are not pinned; `toolhost lock` writes one",
+        })
+    );
+    assert_eq!(greet(&config).status, 0);
+    assert_eq!(lock(&config, false).0, 0);
+    let out = toolhost(&["check-config", "--config", c]);
+    assert_eq!(out.json()["lock"]["pinned"], json!(true));
+
+    std::fs::write(&lock_file, "version = 2\n").unwrap();
+    let out = greet(&config);
+    assert_eq!(out.status, 2);
+    assert!(out.stderr.contains("is a version 2 lock"), "{}", out.stderr);
+    let out = toolhost(&["lock", "--config", c]);
+    assert_eq!(out.status, 2, "{}", out.stdout);
+    let (status, replaced, _) = lock(&config, true);
+    assert_eq!((status, replaced["state"].clone()), (0, json!("written")));
+    assert_eq!(greet(&config).status, 0);
+}
+
+/// Each call's ledger row names the code it ran: the SHA-256 of the component's bytes and the
+/// definition digest the lock pins, and `toolhost ledger` shows both.
+#[test]
+fn the_ledger_records_which_code_each_call_ran() {
+    let (_dir, config, wasm) = pinned_template("");
+    assert_eq!(lock(&config, false).0, 0);
+    assert_eq!(greet(&config).status, 0);
+    let out = toolhost(&["ledger", "--config", config.to_str().unwrap()]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let row = &out.json()[0];
+    let bytes = std::fs::read(&wasm).unwrap();
+    let sha = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    assert_eq!(row["component_digest"], json!(sha));
+    let lock_text = std::fs::read_to_string(config.with_extension("lock")).unwrap();
+    let definition = row["definition_digest"].as_str().unwrap();
+    assert!(
+        lock_text.contains(&format!("definition = \"{definition}\"")),
+        "{definition} not in {lock_text}"
+    );
+    // A call of a tool that is not loaded names no code.
+    let out = toolhost(&[
+        "call",
+        "--config",
+        config.to_str().unwrap(),
+        "nothing",
+        "{}",
+    ]);
+    assert_eq!(out.status, 1);
+    let out = toolhost(&["ledger", "--config", config.to_str().unwrap()]);
+    let rows = out.json();
+    assert_eq!(rows[1]["tool"], json!("nothing"));
+    assert_eq!(rows[1]["component_digest"], Value::Null);
+}
