@@ -45,6 +45,7 @@ pub fn check(data: &[u8]) {
         serde_json::from_str::<Value>(rest).unwrap_or_else(|_| Value::String(rest.to_string()));
     let call = ApprovalSubject::new(
         "delete_file",
+        "sha256:0d",
         &arguments,
         &Caller::new("alice", "acme"),
         "run-1",

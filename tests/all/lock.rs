@@ -220,3 +220,75 @@ fn the_ledger_records_which_code_each_call_ran() {
     assert_eq!(rows[1]["tool"], json!("nothing"));
     assert_eq!(rows[1]["component_digest"], Value::Null);
 }
+
+/// An approval binds the tool's definition: after the tool changes (here its risk), a token
+/// minted before is `approval_mismatch` and runs nothing, a handle asked before cannot be
+/// approved, and a call proposed again is approved and runs.
+#[test]
+fn an_approval_does_not_survive_a_change_of_the_tool() {
+    let (_dir, config, ws) = crate::support::approval_config(None);
+    let cfg = config.to_str().unwrap();
+    let args = r#"{"path":"note.txt","content":"approved"}"#;
+    let call = |id: &str, token: Option<&str>| {
+        let mut a = vec!["call", "--config", cfg, "--run-id", "R", "--call-id", id];
+        if let Some(t) = token {
+            a.extend(["--approval-token", t]);
+        }
+        a.extend(["write_text", args]);
+        toolhost(&a).json()
+    };
+    let approve = |handle: &str| {
+        toolhost(&[
+            "approve",
+            "--config",
+            cfg,
+            "--yes",
+            "--arguments",
+            args,
+            handle,
+        ])
+    };
+    let handle = |r: &Value| r["approval"]["handle"].as_str().unwrap().to_string();
+    let first = call("1", None);
+    assert_eq!(first["code"], json!("approval_required"));
+    let minted = approve(&handle(&first));
+    assert_eq!(minted.status, 0, "{}", minted.stderr);
+    let token = minted.stdout.trim().to_string();
+    let pending = call("2", None);
+
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("risk = \"write\"", "risk = \"destructive\""),
+    )
+    .unwrap();
+    let refused = call("3", Some(&token));
+    assert_eq!(
+        (refused["status"].clone(), refused["code"].clone()),
+        (json!("failed"), json!("approval_mismatch")),
+        "{refused}"
+    );
+    assert!(
+        !ws.join("note.txt").exists(),
+        "the old approval ran the changed tool"
+    );
+    let out = approve(&handle(&pending));
+    assert_eq!(out.status, 2, "{}", out.stdout);
+    assert!(out.stdout.is_empty(), "nothing minted: {}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("tool `write_text` is not the one this call asked approval for"),
+        "{}",
+        out.stderr
+    );
+
+    let again = call("4", None);
+    let fresh = approve(&handle(&again));
+    assert_eq!(fresh.status, 0, "{}", fresh.stderr);
+    let done = call("5", Some(fresh.stdout.trim()));
+    assert_eq!(done["status"], json!("completed"), "{done}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("note.txt")).unwrap(),
+        "approved"
+    );
+}

@@ -693,10 +693,10 @@ mod tests {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
         }
-        let req = request("rm", &json!({}), &s("a", "t"), "r", 100, ttl);
+        let req = request(("rm", "sha256:d"), &json!({}), &s("a", "t"), "r", 100, ttl);
         let token = key.mint_at(&req.handle, 100).unwrap();
         let (again, _) = load_approval_key(None, dir.path(), &data).unwrap();
-        let call = ApprovalSubject::new("rm", &json!({}), &s("a", "t"), "r");
+        let call = ApprovalSubject::new("rm", "sha256:d", &json!({}), &s("a", "t"), "r");
         assert_eq!(again.verify(&token, &call, 101, |_, _| true), Ok(()));
     }
 

@@ -50,7 +50,9 @@ impl Approvals<'_> {
 
     /// The call an approval handle was asked for, with the arguments a human must see before
     /// approving it: the recorded ones (content recording on) or `given`, either way checked
-    /// against the handle's call binding, so what is shown is what the token runs.
+    /// against the handle's call binding, so what is shown is what the token runs. A call of a
+    /// tool whose definition is not the one it was asked under (replaced, changed, or no longer
+    /// loaded) is refused: its approval could never run.
     pub fn call(
         &self,
         handle: &str,
@@ -69,8 +71,19 @@ impl Approvals<'_> {
             (None, Some(recorded)) => recorded.clone(),
             (None, None) => return Err(ApproveError::ArgumentsNeeded),
         };
+        let definition = self
+            .rt
+            .registry
+            .get(&record.tool)
+            .map(|t| t.definition_digest.as_str());
+        if definition.is_none() || definition != record.definition_digest.as_deref() {
+            return Err(ApproveError::ToolChanged {
+                tool: record.tool.clone(),
+            });
+        }
         let canonical = canonical_json(&arguments);
-        if !self.bind_call(handle, &record.tool, &canonical, &record.run_id) {
+        let definition = definition.unwrap_or_default();
+        if !self.bind_call(handle, &record.tool, definition, &canonical, &record.run_id) {
             return Err(ApproveError::ArgumentsMismatch);
         }
         Ok((record, arguments))
@@ -84,16 +97,17 @@ impl Approvals<'_> {
         Ok(self.rt.approval_key.mint_at(handle, now)?)
     }
 
-    /// Whether `handle` was asked for a call of `tool` with exactly these canonical arguments
-    /// in `run_id`.
+    /// Whether `handle` was asked for a call of `tool`, whose definition has this digest, with
+    /// exactly these canonical arguments in `run_id`.
     pub fn bind_call(
         &self,
         handle: &str,
         tool: &str,
+        definition: &str,
         canonical_arguments: &[u8],
         run_id: &str,
     ) -> bool {
-        toolhost_policy::handle_binds_call(handle, tool, canonical_arguments, run_id)
+        toolhost_policy::handle_binds_call(handle, tool, definition, canonical_arguments, run_id)
     }
 
     /// A handle's approval id and its expiry (unix seconds), if it reads as a handle.

@@ -108,6 +108,10 @@ pub enum ApproveError {
         "the arguments given are not the ones this approval was asked for; nothing was approved"
     )]
     ArgumentsMismatch,
+    /// The tool the call named was replaced, changed or unloaded since it asked: the approval
+    /// binds the definition the model was shown, so it could never run.
+    #[error("tool `{tool}` is not the one this call asked approval for (it was replaced, changed or removed since); nothing was approved, and the call must be proposed again")]
+    ToolChanged { tool: String },
 }
 
 /// What a runtime is built from; the host's config layer (`Config::start`) assembles the parts

@@ -33,8 +33,13 @@ async fn approve_call(
     token: Option<&str>,
     journal: &mut Journal<'_>,
 ) -> Ended<()> {
-    let subject =
-        ApprovalSubject::from_canonical(tool.name.as_str(), arguments, &ctx.caller, &ctx.run_id);
+    let subject = ApprovalSubject::from_canonical(
+        tool.name.as_str(),
+        tool.definition_digest.as_str(),
+        arguments,
+        &ctx.caller,
+        &ctx.run_id,
+    );
     let now = rt.clock.unix_now();
     let asked;
     let mut approved_through = String::new();

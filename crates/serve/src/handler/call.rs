@@ -120,6 +120,7 @@ impl Session {
                 && runtime.approvals().bind_call(
                     &r.handle,
                     &call.name,
+                    prepared.tool().map_or("", |t| t.definition_digest.as_str()),
                     prepared.canonical().arguments(),
                     &r.run_id,
                 )
