@@ -60,6 +60,7 @@ mod resources;
 mod scaffold;
 mod schema_portability;
 mod secrets;
+mod signatures;
 mod support;
 mod types;
 mod visibility;

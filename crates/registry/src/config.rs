@@ -37,6 +37,10 @@ pub struct ComponentConfig {
     /// Per exported function (by its WIT name): the model-facing name and overrides.
     #[serde(default)]
     pub tools: std::collections::BTreeMap<String, ToolConfig>,
+    /// Keys of `[trust.keys]`, by name, one of which must have signed this component (none:
+    /// as `[trust] require` says).
+    #[serde(default)]
+    pub signed_by: Vec<String>,
 }
 
 impl ComponentConfig {
@@ -55,6 +59,7 @@ impl ComponentConfig {
             network: None,
             secrets: Vec::new(),
             tools: Default::default(),
+            signed_by: Vec::new(),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The registry: components → [`Tool`]s with derived schemas, limits and grants.
 //!
-//! Loading a component (`load.rs`) compiles it (or loads it from the on-disk cache), refuses any
+//! Loading a component (`load.rs`) checks its signature when `[trust]` asks for one
+//! (`trust.rs`, `signature.rs`), compiles it (or loads it from the on-disk cache), refuses any
 //! import the operator did not grant, derives each exported function's model-facing definition
 //! from its WIT types and embedded docs, and resolves its imports once (`InstancePre`) for fast
 //! calls. This file holds the types and [`Registry::load`]; the `[[component]]` section is
 //! `config.rs`, grants `grants.rs`, WIT → JSON Schema `schema.rs`, JSON ↔ WIT values
-//! `convert/`, schema validation `validate/`.
+//! `convert/`, schema validation `validate/`; `lock.rs` is `toolhost.lock` (what a registry
+//! loaded, as digests), `digest.rs` the `sha256:…` form they share.
 //!
 //! A crate of its own above the sandbox: it uses the contract and the sandbox only, and the
 //! runtime reads a loaded [`Tool`] through its accessors.
@@ -24,6 +26,8 @@ pub mod lock;
 mod needs;
 pub mod schema;
 mod secrets;
+pub mod signature;
+pub mod trust;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -148,6 +152,12 @@ pub enum RegistryError {
     },
     #[error("{path} exports no function its embedded WIT declares (it exports {exports}); embed the WIT of the world it was built from")]
     Undeclared { path: PathBuf, exports: String },
+    /// `[trust]` requires a signature the component does not have; nothing was compiled.
+    #[error("{path} is refused: {refusal}")]
+    Untrusted {
+        path: PathBuf,
+        refusal: signature::Refusal,
+    },
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }
@@ -266,6 +276,8 @@ pub struct LoadSpec<'a> {
     pub cache_dir: Option<&'a Path>,
     /// The host's own files (what, where: symlinks resolved) that no grant may reach.
     pub host_files: &'a [(&'static str, PathBuf)],
+    /// The keys components must be signed by, checked before anything is compiled.
+    pub trust: &'a trust::Trust,
 }
 
 impl Registry {
@@ -274,7 +286,7 @@ impl Registry {
         let grants = grants::resolve_all(spec)?;
         let mut reg = Registry::default();
         for (c, g) in spec.components.iter().zip(grants) {
-            reg.load_component(spec.base_dir, c, g, spec.defaults, sandbox, spec.cache_dir)?;
+            reg.load_component(spec, c, g, sandbox)?;
         }
         Ok(reg)
     }

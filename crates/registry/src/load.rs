@@ -12,8 +12,8 @@ use wasmtime::component::{Component, ComponentExportIndex};
 use super::config::{ComponentConfig, ToolConfig, ToolName};
 use super::lock::{ComponentPin, ToolPin};
 use super::{
-    cache, docs, grants, imports, schema, validate, Origin, Registry, RegistryError, Sha256Digest,
-    Tool, ToolDefinition,
+    cache, docs, grants, imports, schema, validate, LoadSpec, Origin, Registry, RegistryError,
+    Sha256Digest, Tool, ToolDefinition,
 };
 use toolhost_contract::{Risk, RiskSource};
 use toolhost_sandbox::{Limits, Sandbox};
@@ -21,18 +21,24 @@ use toolhost_sandbox::{Limits, Sandbox};
 impl Registry {
     pub(super) fn load_component(
         &mut self,
-        base_dir: &Path,
+        spec: &LoadSpec<'_>,
         c: &ComponentConfig,
         grants: grants::ComponentGrants,
-        defaults: Limits,
         sandbox: &Sandbox,
-        cache_dir: Option<&Path>,
     ) -> Result<(), RegistryError> {
-        let path = base_dir.join(&c.path);
+        let (defaults, cache_dir) = (spec.defaults, spec.cache_dir);
+        let path = spec.base_dir.join(&c.path);
         let bytes = std::fs::read(&path).map_err(|source| RegistryError::ComponentRead {
             path: path.clone(),
             source,
         })?;
+        // Before anything reads the bytes further: who vouches for them.
+        spec.trust
+            .check(c, &path, &bytes)
+            .map_err(|refusal| RegistryError::Untrusted {
+                path: path.clone(),
+                refusal,
+            })?;
         check_needs(&path, &bytes, c, defaults.with(&c.limits))?;
         let component_digest = Sha256Digest::of(&bytes);
         let engine = sandbox.engine();

@@ -44,6 +44,9 @@ pub(super) async fn run(command: Command) -> ExitCode {
             }
         }
         Command::Lock { config, update } => super::lock::lock(&config, update),
+        Command::Keygen { name } => super::sign::keygen(&name),
+        Command::Sign { key, component } => super::sign::sign(&key, &component),
+        Command::Verify { keys, component } => super::sign::verify(&keys, &component),
         Command::Call {
             source,
             identity,

@@ -14,7 +14,8 @@
 //! - `proposals`: `call`'s arguments and `batch`'s file, parsed strictly;
 //! - `lock`: writing and comparing `toolhost.lock`;
 //! - `reconcile`: listing and reconciling calls that ended `outcome_unknown`;
-//! - `author`, `scaffold`: the tool author's `embed-wit` and `new`.
+//! - `author`, `scaffold`: the tool author's `embed-wit` and `new`;
+//! - `sign`: `keygen`, `sign` and `verify`, the two ends of component signatures.
 
 /// `println!` that does not panic when stdout is closed (`toolhost tools | head`): what cannot
 /// be written is dropped, and the command ends as it would have.
@@ -38,6 +39,7 @@ mod proposals;
 mod reconcile;
 mod report;
 mod scaffold;
+mod sign;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -122,6 +124,28 @@ pub enum Command {
         /// Replace a lock that differs (or does not read) with what the config loads now.
         #[arg(long)]
         update: bool,
+    },
+    /// Make a signing key pair: NAME.key (private, mode 0600; never leaves the author) and
+    /// NAME.pub (what operators name in `[trust.keys]`). ECDSA P-256, the kind cosign makes.
+    Keygen {
+        /// The files' path without extension, e.g. `keys/team`.
+        name: PathBuf,
+    },
+    /// Sign a component with a private key: the signature is written beside it (FILE.sig),
+    /// where a host with `[trust]` looks for it.
+    Sign {
+        /// The private key (PKCS#8 PEM, as `toolhost keygen` writes it).
+        #[arg(long)]
+        key: PathBuf,
+        component: PathBuf,
+    },
+    /// Check a component's signature (FILE.sig) against public keys, as a host with `[trust]`
+    /// does before compiling it: exit 0 naming the key, 1 saying why not.
+    Verify {
+        /// A public key (PEM) the component may be signed by; repeat for several.
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        component: PathBuf,
     },
     /// Run one call and print its result as JSON. Exit 0 only when it completed.
     Call {

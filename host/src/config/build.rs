@@ -37,6 +37,9 @@ pub enum StartError {
     /// The lock file cannot be read, or what the config loads is not what it pins.
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// A key `[trust]` names cannot be read.
+    #[error("[trust]: {0}")]
+    Trust(#[from] crate::registry::signature::SignatureError),
 }
 
 /// Engine settings large enough for every limit the config can give a tool.
@@ -164,6 +167,7 @@ pub fn check_unlocked(config: &Config, epochs: EpochMode) -> Result<Checked, Sta
         .map_err(|e| in_file(RegistryError::from(e)))?;
     let cache = config.cache_dir();
     let host_files = config.host_files();
+    let trust = config.trust.load(&config.base_dir)?;
     let registry = Registry::load(
         &LoadSpec {
             components: &config.components,
@@ -171,6 +175,7 @@ pub fn check_unlocked(config: &Config, epochs: EpochMode) -> Result<Checked, Sta
             defaults: config.default_limits(),
             cache_dir: Some(&cache),
             host_files: &host_files,
+            trust: &trust,
         },
         &sandbox,
     )

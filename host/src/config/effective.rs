@@ -37,6 +37,7 @@ impl Config {
                     "path": self.base_dir.join(&c.path).display().to_string(),
                     // Declared only; each tool says what it runs as (below).
                     "risk": c.risk,
+                    "signed_by": c.signed_by,
                     "limits": limits(&self.default_limits().with(&c.limits)),
                     "fs": c.fs.iter().map(|g| json!({
                         "host": self.base_dir.join(&g.host).display().to_string(),
@@ -138,6 +139,15 @@ impl Config {
                 },
             },
             "lock": lock(&checked.lock),
+            "trust": {
+                "require": match self.trust.require {
+                    crate::registry::trust::Require::Signed => "signed",
+                    crate::registry::trust::Require::Optional => "optional",
+                },
+                "keys": self.trust.keys.iter().map(|(name, path)| {
+                    (name.clone(), json!(self.base_dir.join(path).display().to_string()))
+                }).collect::<serde_json::Map<_, _>>(),
+            },
             "component": components,
             "tools": tools,
         })

@@ -9,6 +9,7 @@
 //! | `[policy]` | `PolicyConfig` | `policy` |
 //! | `[serve]` | `ServeConfig` | `serve` |
 //! | `[agent]` | `AgentConfig` | `agent` |
+//! | `[trust]` | `TrustConfig` | `registry::trust` |
 //! | `[[component]]` | `ComponentConfig` | `registry::config` |
 //!
 //! Nothing below this module imports it. A file is checked whole before anything starts: the
@@ -73,6 +74,9 @@ pub struct Config {
     /// Where spans are exported (OTLP); read again before logging starts (`telemetry_of`).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetryConfig,
+    /// The keys components must be signed by.
+    #[serde(default)]
+    pub trust: crate::registry::trust::TrustConfig,
     /// The components to load.
     #[serde(default, rename = "component")]
     pub components: Vec<ComponentConfig>,
@@ -206,6 +210,7 @@ impl Config {
         if let Err(message) = self.telemetry.check() {
             p.push(ConfigProblem::new("telemetry.otlp_endpoint", message));
         }
+        self.trust.validate(&self.components, &mut p);
         for (i, c) in self.components.iter().enumerate() {
             c.limits.validate(&format!("component[{i}].limits"), &mut p);
             for (export, t) in &c.tools {
