@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::support::{guest, toml_path, toolhost};
+use crate::support::{greet_ada as greet, guest, redescribe_greet, toml_path, toolhost};
 
 /// A directory with a copy of the template component (`greet`) and a config for it:
 /// (dir guard, config path, component path).
@@ -26,22 +26,6 @@ fn write_config(config: &Path, extra: &str) {
     std::fs::write(config, text).unwrap();
 }
 
-/// The template component with its doc comment changed, as a rebuild would change it.
-fn change_description(wasm: &Path, description: &str) {
-    let wit = wasm.with_extension("wit");
-    std::fs::write(
-        &wit,
-        format!(
-            "package example:template@0.1.0;\n\
-             interface tools {{\n  /// {description}\n  greet: func(name: string) -> string;\n}}\n\
-             world template {{ include toolhost:tool/tool@0.1.0; export tools; }}\n"
-        ),
-    )
-    .unwrap();
-    let out = toolhost(&["embed-wit", wasm.to_str().unwrap(), wit.to_str().unwrap()]);
-    assert_eq!(out.status, 0, "{}", out.stderr);
-}
-
 fn lock(config: &Path, update: bool) -> (i32, Value, String) {
     let mut args = vec!["lock", "--config", config.to_str().unwrap()];
     if update {
@@ -49,16 +33,6 @@ fn lock(config: &Path, update: bool) -> (i32, Value, String) {
     }
     let out = toolhost(&args);
     (out.status, out.json(), out.stderr)
-}
-
-fn greet(config: &Path) -> crate::support::Cli {
-    toolhost(&[
-        "call",
-        "--config",
-        config.to_str().unwrap(),
-        "greet",
-        r#"{"name":"Ada"}"#,
-    ])
 }
 
 /// A component rebuilt with one changed doc comment is refused by `call`, `serve`, `tools`
@@ -79,7 +53,7 @@ fn a_changed_description_is_refused_until_the_lock_is_updated() {
     let (status, again, _) = lock(&config, false);
     assert_eq!((status, again["state"].clone()), (0, json!("unchanged")));
 
-    change_description(&wasm, "Greets someone, in other words.");
+    redescribe_greet(&wasm, "Greets someone, in other words.");
     let out = greet(&config);
     assert_eq!(out.status, 2, "{}", out.stdout);
     for said in [

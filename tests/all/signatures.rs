@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::support::{guest, toml_path, toolhost};
+use crate::support::{greet_ada as greet, guest, redescribe_greet, toml_path, toolhost};
 
 /// A directory with a copy of the template component and two key pairs, `author` and
 /// `stranger`: (dir guard, component path).
@@ -42,16 +42,6 @@ fn config(dir: &Path, require: &str, signed_by: &str) -> PathBuf {
     );
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn greet(config: &Path) -> crate::support::Cli {
-    toolhost(&[
-        "call",
-        "--config",
-        config.to_str().unwrap(),
-        "greet",
-        r#"{"name":"Ada"}"#,
-    ])
 }
 
 /// `keygen` makes a key pair (the private key readable by its owner only) and never replaces
@@ -136,16 +126,7 @@ fn a_host_runs_only_what_a_trusted_key_signed() {
 
     // The bytes change after signing (a rebuilt doc comment).
     sign(dir.path(), "author", &wasm);
-    let wit = dir.path().join("world.wit");
-    std::fs::write(
-        &wit,
-        "package example:template@0.1.0;\ninterface tools {\n  /// Changed.\n  \
-         greet: func(name: string) -> string;\n}\n\
-         world template { include toolhost:tool/tool@0.1.0; export tools; }\n",
-    )
-    .unwrap();
-    let out = toolhost(&["embed-wit", wasm.to_str().unwrap(), wit.to_str().unwrap()]);
-    assert_eq!(out.status, 0, "{}", out.stderr);
+    redescribe_greet(&wasm, "Changed.");
     let out = greet(&cfg);
     assert_eq!(out.status, 2);
     assert!(

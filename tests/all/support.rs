@@ -301,3 +301,31 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String, String) {
         .unwrap_or_default();
     (status, content_type, body.to_string())
 }
+
+/// `toolhost call --config CONFIG greet {"name":"Ada"}` (the template component's tool).
+pub fn greet_ada(config: &Path) -> Cli {
+    toolhost(&[
+        "call",
+        "--config",
+        config.to_str().unwrap(),
+        "greet",
+        r#"{"name":"Ada"}"#,
+    ])
+}
+
+/// Give a copy of the template component another description of `greet`, as a rebuild with a
+/// changed doc comment would (`toolhost embed-wit`): its bytes change too.
+pub fn redescribe_greet(wasm: &Path, description: &str) {
+    let wit = wasm.with_extension("wit");
+    std::fs::write(
+        &wit,
+        format!(
+            "package example:template@0.1.0;\n\
+             interface tools {{\n  /// {description}\n  greet: func(name: string) -> string;\n}}\n\
+             world template {{ include toolhost:tool/tool@0.1.0; export tools; }}\n"
+        ),
+    )
+    .unwrap();
+    let out = toolhost(&["embed-wit", wasm.to_str().unwrap(), wit.to_str().unwrap()]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+}

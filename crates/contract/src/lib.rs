@@ -27,7 +27,7 @@ pub use hooks::{
     ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestLog, GuestLogLevel,
     GuestProgress, LiveSinks, LogSink, ProgressSink, Sink,
 };
-pub use problem::{error_chain, ConfigProblem};
+pub use problem::{error_chain, ConfigProblem, Listed};
 pub use render::{json_terminal_safe, log_safe, terminal_safe, DEFAULT_MODEL_MESSAGE_BYTES};
 pub use risk::{ApprovalMode, Approvers, Risk, RiskSource, TaskMode};
 

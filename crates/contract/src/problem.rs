@@ -22,6 +22,29 @@ impl ConfigProblem {
     }
 }
 
+/// Findings as an error shows them: one, inline; several, counted (`3 problems`) and then one
+/// per indented line.
+pub struct Listed<'a, T> {
+    pub items: &'a [T],
+    /// What several are called (`problems`, `differences`).
+    pub noun: &'static str,
+}
+
+impl<T: fmt::Display> fmt::Display for Listed<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.items {
+            [one] => write!(f, "{one}"),
+            many => {
+                write!(f, "{} {}", many.len(), self.noun)?;
+                for p in many {
+                    write!(f, "\n  {p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// An error and every cause behind it (`source()`), as one line: `error: cause: cause`. A cause
 /// whose text the line already holds is not repeated (some errors print their cause themselves).
 pub fn error_chain(e: &dyn std::error::Error) -> String {

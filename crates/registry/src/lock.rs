@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use toolhost_contract::canonical::canonical_json;
-use toolhost_contract::Risk;
+use toolhost_contract::{Listed, Risk};
 
 use super::digest::Sha256Digest;
 use super::ToolDefinition;
@@ -178,29 +178,11 @@ pub enum LockError {
         source: std::io::Error,
     },
     /// What the config loads differs from the lock.
-    #[error("{} does not match what the config loads (accept a change of yours with `toolhost lock --update`): {}", path.display(), Listed(problems))]
+    #[error("{} does not match what the config loads (accept a change of yours with `toolhost lock --update`): {}", path.display(), Listed { items: problems, noun: "differences" })]
     Mismatch {
         path: PathBuf,
         problems: Vec<LockProblem>,
     },
-}
-
-/// Problems as the error shows them: one, inline; several, one per line.
-struct Listed<'a>(&'a [LockProblem]);
-
-impl fmt::Display for Listed<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            [one] => write!(f, "{one}"),
-            many => {
-                write!(f, "{} differences", many.len())?;
-                for p in many {
-                    write!(f, "\n  {p}")?;
-                }
-                Ok(())
-            }
-        }
-    }
 }
 
 /// What `toolhost lock` writes above the pins.

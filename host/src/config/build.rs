@@ -2,9 +2,10 @@
 //! anything behind:
 //!
 //! 1. every section on its own ([`Config::load`] already did it);
-//! 2. the grants (opened read-only) and the components (read, compiled in memory or taken from
-//!    the compile cache, which is only read), then the lock beside the config (what loaded must
-//!    be what it pins), then every name the config gives a tool;
+//! 2. the grants (opened read-only) and the components (read, their signatures checked when
+//!    `[trust]` asks, compiled in memory or taken from the compile cache, which is only read),
+//!    then the lock beside the config (what loaded must be what it pins), then every name the
+//!    config gives a tool;
 //! 3. only then the side effects, all in the data directory: the compile cache is written, the
 //!    ledger opened (and recovered), the approval key read or created.
 

@@ -22,13 +22,12 @@ mod build;
 mod effective;
 mod single;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::agent::AgentConfig;
-use crate::contract::ConfigProblem;
+use crate::contract::{ConfigProblem, Listed};
 use crate::ledger::LedgerConfig;
 use crate::policy::PolicyConfig;
 use crate::registry::config::ComponentConfig;
@@ -104,29 +103,11 @@ pub enum ConfigError {
     #[error("invalid config {file}: {message}")]
     Parse { file: String, message: String },
     /// Every problem the section checks found, each at its key.
-    #[error("invalid config {file}: {}", Problems(problems))]
+    #[error("invalid config {file}: {}", Listed { items: problems, noun: "problems" })]
     Invalid {
         file: String,
         problems: Vec<ConfigProblem>,
     },
-}
-
-/// Problems as the error shows them: one, inline; several, one per line.
-struct Problems<'a>(&'a [ConfigProblem]);
-
-impl fmt::Display for Problems<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            [one] => write!(f, "{one}"),
-            many => {
-                write!(f, "{} problems", many.len())?;
-                for p in many {
-                    write!(f, "\n  {p}")?;
-                }
-                Ok(())
-            }
-        }
-    }
 }
 
 impl ConfigError {
