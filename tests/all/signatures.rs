@@ -112,6 +112,11 @@ fn a_host_runs_only_what_a_trusted_key_signed() {
     let out = greet(&cfg);
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(out.json()["output"], json!("Hello, Ada!"));
+    let out = toolhost(&["check-config", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(
+        out.json()["component"][0]["verified_signer"],
+        json!("author")
+    );
 
     // Only `author` may sign this one: a `stranger` signature is refused.
     let cfg = config(dir.path(), "optional", "signed_by = [\"author\"]\n");

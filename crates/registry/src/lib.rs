@@ -257,6 +257,9 @@ pub struct Registry {
     pub origins: Vec<(PathBuf, Origin)>,
     /// Non-fatal findings for the operator (e.g. a component without embedded docs).
     pub warnings: Vec<String>,
+    /// Per component, in load order: the `[trust.keys]` name of the key whose signature was
+    /// verified, or `None` when it need not be signed.
+    pub signers: Vec<Option<String>>,
     /// Components compiled here that the cache does not hold yet ([`Registry::save_cache`]).
     unsaved: Vec<cache::Unsaved>,
     /// What each component is, in load order ([`Registry::lock`]).

@@ -33,12 +33,13 @@ impl Registry {
             source,
         })?;
         // Before anything reads the bytes further: who vouches for them.
-        spec.trust
-            .check(c, &path, &bytes)
-            .map_err(|refusal| RegistryError::Untrusted {
-                path: path.clone(),
-                refusal,
-            })?;
+        let signer =
+            spec.trust
+                .check(c, &path, &bytes)
+                .map_err(|refusal| RegistryError::Untrusted {
+                    path: path.clone(),
+                    refusal,
+                })?;
         check_needs(&path, &bytes, c, defaults.with(&c.limits))?;
         let component_digest = Sha256Digest::of(&bytes);
         let engine = sandbox.engine();
@@ -224,6 +225,7 @@ impl Registry {
                 .insert(name.to_string(), std::sync::Arc::new(tool));
         }
         self.pins.push(pin);
+        self.signers.push(signer);
         Ok(())
     }
 }

@@ -32,12 +32,15 @@ impl Config {
         let components: Vec<Value> = self
             .components
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(i, c)| {
                 json!({
                     "path": self.base_dir.join(&c.path).display().to_string(),
                     // Declared only; each tool says what it runs as (below).
                     "risk": c.risk,
                     "signed_by": c.signed_by,
+                    // The key whose signature was verified at this check, if one had to be.
+                    "verified_signer": registry.signers.get(i).cloned().flatten(),
                     "limits": limits(&self.default_limits().with(&c.limits)),
                     "fs": c.fs.iter().map(|g| json!({
                         "host": self.base_dir.join(&g.host).display().to_string(),
