@@ -9,7 +9,7 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use crate::Sha256Digest;
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
@@ -22,10 +22,14 @@ pub enum Origin {
 
 /// The cache file name for these component bytes under this engine.
 pub fn cache_key(engine: &Engine, bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    key_of(engine, &Sha256Digest::of(bytes))
+}
+
+/// [`cache_key`] of bytes whose digest is known.
+fn key_of(engine: &Engine, digest: &Sha256Digest) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
-    format!("{}-{:016x}", hex::encode(digest), h.finish())
+    format!("{}-{:016x}", digest.hex(), h.finish())
 }
 
 /// Compile `bytes`, or load the compiled form from `dir` when present. A cache that cannot be
@@ -35,7 +39,7 @@ pub fn load_component(
     bytes: &[u8],
     dir: Option<&Path>,
 ) -> wasmtime::Result<(Component, Origin)> {
-    let (component, unsaved) = load_unsaved(engine, bytes, dir)?;
+    let (component, unsaved) = load_unsaved(engine, bytes, &Sha256Digest::of(bytes), dir)?;
     let origin = match unsaved {
         Some(u) => {
             u.save();
@@ -62,12 +66,14 @@ impl Unsaved {
 
 /// [`load_component`] without writing: a component compiled here comes back with what
 /// [`Unsaved::save`] will store, so nothing is written before the caller decides to.
+/// `digest` is the bytes' own ([`Sha256Digest::of`]), computed once by the caller.
 pub fn load_unsaved(
     engine: &Engine,
     bytes: &[u8],
+    digest: &Sha256Digest,
     dir: Option<&Path>,
 ) -> wasmtime::Result<(Component, Option<Unsaved>)> {
-    let path = dir.map(|d| d.join(format!("{}.cwasm", cache_key(engine, bytes))));
+    let path = dir.map(|d| d.join(format!("{}.cwasm", key_of(engine, digest))));
     if let Some(p) = &path {
         if p.is_file() {
             if let Ok(c) = deserialize(engine, p) {

@@ -22,6 +22,11 @@ impl Sha256Digest {
         &self.0
     }
 
+    /// The 64 hex digits alone.
+    pub fn hex(&self) -> &str {
+        &self.0["sha256:".len()..]
+    }
+
     /// The first 12 hex digits, for messages.
     pub fn short(&self) -> &str {
         &self.0["sha256:".len().."sha256:".len() + 12]

@@ -32,21 +32,23 @@ impl Registry {
             path: path.clone(),
             source,
         })?;
-        // Before anything reads the bytes further: who vouches for them.
-        let signer =
-            spec.trust
-                .check(c, &path, &bytes)
-                .map_err(|refusal| RegistryError::Untrusted {
-                    path: path.clone(),
-                    refusal,
-                })?;
-        check_needs(&path, &bytes, c, defaults.with(&c.limits))?;
         let component_digest = Sha256Digest::of(&bytes);
+        // Before anything reads the bytes further: who vouches for them.
+        let signer = spec
+            .trust
+            .check(c, &path, &component_digest)
+            .map_err(|refusal| RegistryError::Untrusted {
+                path: path.clone(),
+                refusal,
+            })?;
+        check_needs(&path, &bytes, c, defaults.with(&c.limits))?;
         let engine = sandbox.engine();
         let (component, unsaved) =
-            cache::load_unsaved(engine, &bytes, cache_dir).map_err(|e| RegistryError::Compile {
-                path: path.clone(),
-                source: e.into(),
+            cache::load_unsaved(engine, &bytes, &component_digest, cache_dir).map_err(|e| {
+                RegistryError::Compile {
+                    path: path.clone(),
+                    source: e.into(),
+                }
             })?;
         let origin = match unsaved {
             Some(u) => {

@@ -273,9 +273,13 @@ impl Envelope {
     }
 }
 
-/// Check that the component at `component` with these `bytes` is signed by one of `keys`: the
-/// key that signed it (by name), or why not.
-pub fn verify(component: &Path, bytes: &[u8], keys: &[PublicKey]) -> Result<String, Refusal> {
+/// Check that the component at `component`, whose bytes have digest `found`, is signed by one of
+/// `keys`: the key that signed it (by name), or why not.
+pub fn verify(
+    component: &Path,
+    found: &Sha256Digest,
+    keys: &[PublicKey],
+) -> Result<String, Refusal> {
     let file = signature_path(component);
     let text = match read_small(&file, MAX_SIGNATURE_BYTES) {
         Ok(t) => t,
@@ -306,17 +310,16 @@ pub fn verify(component: &Path, bytes: &[u8], keys: &[PublicKey]) -> Result<Stri
     let Some(key) = keys.iter().find(|k| k.fingerprint == envelope.key) else {
         return Err(Refusal::UnknownKey { key: envelope.key });
     };
-    let found = Sha256Digest::of(bytes);
-    if envelope.digest != found {
+    if &envelope.digest != found {
         return Err(Refusal::OtherDigest {
             signed: envelope.digest,
-            found,
+            found: found.clone(),
         });
     }
     let signature = base64::engine::general_purpose::STANDARD
         .decode(envelope.signature.as_bytes())
         .map_err(|e| unreadable(format!("its signature is not base64: {e}")))?;
-    if key.verifies(&found, &signature) {
+    if key.verifies(found, &signature) {
         Ok(key.name.clone())
     } else {
         Err(Refusal::Invalid {

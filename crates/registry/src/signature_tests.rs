@@ -25,7 +25,7 @@ fn each_refusal_has_its_reason() {
     let keys = [other_pub.clone(), team_pub.clone()];
 
     assert_eq!(
-        verify(&wasm, b"component bytes", &keys),
+        verify(&wasm, &Sha256Digest::of(b"component bytes"), &keys),
         Err(Refusal::Unsigned {
             expected: dir.path().join("tool.wasm.sig")
         })
@@ -33,9 +33,12 @@ fn each_refusal_has_its_reason() {
     let envelope = team.sign(b"component bytes").unwrap();
     assert_eq!(envelope.key, team_pub.fingerprint);
     envelope.write_beside(&wasm).unwrap();
-    assert_eq!(verify(&wasm, b"component bytes", &keys), Ok("team".into()));
+    assert_eq!(
+        verify(&wasm, &Sha256Digest::of(b"component bytes"), &keys),
+        Ok("team".into())
+    );
 
-    let e = verify(&wasm, b"component bytes", &[other_pub]).unwrap_err();
+    let e = verify(&wasm, &Sha256Digest::of(b"component bytes"), &[other_pub]).unwrap_err();
     assert_eq!(
         e,
         Refusal::UnknownKey {
@@ -47,7 +50,7 @@ fn each_refusal_has_its_reason() {
         "{e}"
     );
 
-    let e = verify(&wasm, b"other bytes", &keys).unwrap_err();
+    let e = verify(&wasm, &Sha256Digest::of(b"other bytes"), &keys).unwrap_err();
     assert!(matches!(e, Refusal::OtherDigest { .. }), "{e}");
     assert!(
         e.to_string().contains("signature is for other bytes"),
@@ -58,7 +61,7 @@ fn each_refusal_has_its_reason() {
     let mut forged = team.sign(b"other bytes").unwrap();
     forged.digest = Sha256Digest::of(b"component bytes");
     forged.write_beside(&wasm).unwrap();
-    let e = verify(&wasm, b"component bytes", &keys).unwrap_err();
+    let e = verify(&wasm, &Sha256Digest::of(b"component bytes"), &keys).unwrap_err();
     assert_eq!(e, Refusal::Invalid { key: "team".into() });
     assert_eq!(
         e.to_string(),
@@ -66,10 +69,10 @@ fn each_refusal_has_its_reason() {
     );
 
     std::fs::write(signature_path(&wasm), "not json").unwrap();
-    let e = verify(&wasm, b"component bytes", &keys).unwrap_err();
+    let e = verify(&wasm, &Sha256Digest::of(b"component bytes"), &keys).unwrap_err();
     assert!(matches!(e, Refusal::Unreadable { .. }), "{e}");
     std::fs::write(signature_path(&wasm), vec![b' '; 20_000]).unwrap();
-    let e = verify(&wasm, b"component bytes", &keys).unwrap_err();
+    let e = verify(&wasm, &Sha256Digest::of(b"component bytes"), &keys).unwrap_err();
     assert!(e.to_string().contains("larger than 16384 bytes"), "{e}");
 }
 

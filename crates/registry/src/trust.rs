@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::config::ComponentConfig;
+use super::digest::Sha256Digest;
 use super::signature::{self, PublicKey, Refusal, SignatureError};
 use toolhost_contract::ConfigProblem;
 
@@ -92,13 +93,13 @@ pub struct Trust {
 }
 
 impl Trust {
-    /// Check a component's bytes before they are compiled: `Ok(Some(key))` when signed by a
-    /// key it must be signed by, `Ok(None)` when it need not be signed.
+    /// Check a component's bytes, by their digest, before they are compiled: `Ok(Some(key))`
+    /// when signed by a key it must be signed by, `Ok(None)` when it need not be signed.
     pub fn check(
         &self,
         c: &ComponentConfig,
         path: &Path,
-        bytes: &[u8],
+        digest: &Sha256Digest,
     ) -> Result<Option<String>, Refusal> {
         let allowed: Vec<PublicKey> = if !c.signed_by.is_empty() {
             self.keys
@@ -111,6 +112,6 @@ impl Trust {
         } else {
             return Ok(None);
         };
-        signature::verify(path, bytes, &allowed).map(Some)
+        signature::verify(path, digest, &allowed).map(Some)
     }
 }

@@ -105,7 +105,8 @@ pub(super) fn verify(keys: &[std::path::PathBuf], component: &Path) -> ExitCode 
         Ok(b) => b,
         Err(e) => return usage_message(format!("cannot read {}: {e}", component.display())),
     };
-    match signature::verify(component, &bytes, &trusted) {
+    let digest = crate::registry::Sha256Digest::of(&bytes);
+    match signature::verify(component, &digest, &trusted) {
         Ok(key) => {
             out!(
                 "{}",
