@@ -57,6 +57,15 @@ setup-haproxy:
         $sudo apt-get install -y -q haproxy >/dev/null 2>&1 \
         || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q haproxy >/dev/null; }; }
 
+# Debian's docker-registry (the reference OCI distribution server), which the OCI tests start
+# on loopback.
+setup-registry:
+    @command -v docker-registry >/dev/null || { \
+        sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"; \
+        export DEBIAN_FRONTEND=noninteractive; \
+        $sudo apt-get install -y -q docker-registry >/dev/null 2>&1 \
+        || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q docker-registry >/dev/null; }; }
+
 # The MCP Inspector CLI (--strict) over every config's tools/list; any finding fails.
 inspect: build setup-mcp
     bash tests/mcp/inspect/run.sh
@@ -68,7 +77,7 @@ conformance: build setup-mcp
 
 # Build guests, then run every test (unit and integration), then the MCP Inspector's strict
 # schema check and the official conformance suite against the binary the tests built.
-test: build-guests setup-mcp build-polyglot setup-haproxy
+test: build-guests setup-mcp build-polyglot setup-haproxy setup-registry
     cargo test --workspace -- --test-threads 4
     if [ -n "${JSON_SCHEMA_TEST_SUITE:-}" ]; then cargo test --test all -- --ignored json_schema_suite; else echo "json_schema_suite: ignored (set JSON_SCHEMA_TEST_SUITE to the suite's directory to run it)"; fi
     if [ -n "${TOOLHOST_TEST_POSTGRES_URL:-}" ]; then cargo test --workspace --lib --test all -- --ignored pg_ --test-threads 4; else echo "PostgreSQL tests (pg_*): ignored (set TOOLHOST_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/test, to run them against a server; each test uses a schema of its own)"; fi
@@ -122,7 +131,7 @@ agent-demo: build
 # Benchmarks (release): the per-call floor, the pipeline over it, throughput, MCP, cold start,
 # memory. Writes target/bench/report.json and report.md (`just test` runs a smoke pass); then the
 # pipeline with the command line's subscriber, telemetry off and on (OTLP, every span).
-bench: build-bench-guest
+bench: build-bench-guest setup-registry
     cargo bench -p toolhost --bench bench --no-run
     TOOLHOST="{{justfile_directory()}}/target/release/toolhost" bash guest-tools/polyglot/build.sh
     cargo bench -p toolhost --bench bench

@@ -29,6 +29,8 @@
 //!   limits, the durable record, decisions. The ledger is four crates: `ledger-store` (the
 //!   backend trait and its records), `ledger-sqlite` and `ledger-postgres` (one backend each),
 //!   and `ledger` (the facade the runtime holds, which never names a driver).
+//! - `oci`, its own crate (`crates/oci`): components fetched from OCI registries, checked
+//!   against their digests, kept in a content-addressed store.
 //! - `registry`, its own crate (`crates/registry`): components → tools.
 //! - `runtime`, its own crate (`crates/runtime`): a call prepared once, then its stages
 //!   (`stages/`, one file each).
@@ -37,8 +39,8 @@
 //! - `config`, then `cli`: the `toolhost` command (`main.rs` only parses the command line
 //!   and calls [`cli::Cli::run`]).
 //!
-//! The crates under the front doors (`runtime`, `registry`, `sandbox`, `policy`, `ledger`,
-//! `telemetry`) are not re-exported: what a library user needs of them is named below, and the
+//! The crates under the front doors (`runtime`, `registry`, `oci`, `sandbox`, `policy`,
+//! `ledger`, `telemetry`) are not re-exported: what a library user needs of them is named below, and the
 //! integration tests, benchmarks and fuzz targets depend on those crates themselves.
 //! The runtime's benchmark-only entry points (`Runtime::unrecorded_for_benchmarks`,
 //! `call_floor`, `benchmark_params`) are hidden from its documentation: they are not a stable
@@ -51,6 +53,7 @@ pub use toolhost_contract as contract;
 pub use toolhost_serve as serve;
 
 use toolhost_ledger as ledger;
+use toolhost_oci as oci;
 use toolhost_policy as policy;
 use toolhost_registry as registry;
 use toolhost_runtime as runtime;

@@ -132,6 +132,11 @@ fn the_maximal_config_checks_clean() {
         "{v}"
     );
     assert_eq!(v["ledger"]["synchronous"], "full", "{v}");
+    assert_eq!(v["oci"]["max_blob_bytes"], 67108864, "{v}");
+    assert_eq!(
+        v["oci"]["registries"]["127.0.0.1:5000"]["insecure"], true,
+        "{v}"
+    );
     let tools = v["tools"].as_array().unwrap();
     let hello = tools.iter().find(|t| t["name"] == "say_hello").unwrap();
     assert_eq!(hello["needs_approval"], true, "{hello}");

@@ -7,7 +7,7 @@
 //! serve   agent               the front doors
 //! runtime                     the pipeline
 //! registry                    components → tools
-//! sandbox   ledger   policy   execution, record, decisions
+//! sandbox   ledger   policy   oci   execution, record, decisions, fetching
 //! contract                    the vocabulary
 //! ```
 //!
@@ -27,6 +27,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("sandbox", 1),
     ("ledger", 1),
     ("policy", 1),
+    ("oci", 1),
     ("registry", 2),
     ("runtime", 3),
     ("serve", 4),
@@ -460,6 +461,7 @@ const CRATE_LAYERS: &[(&str, u8)] = &[
     ("toolhost-ledger", 3),
     ("toolhost-sandbox", 3),
     ("toolhost-policy", 3),
+    ("toolhost-oci", 3),
     ("toolhost-registry", 4),
     ("toolhost-runtime", 5),
     ("toolhost-serve", 6),

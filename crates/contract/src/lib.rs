@@ -9,6 +9,7 @@ pub mod bounds;
 mod caller;
 pub mod canonical;
 mod context;
+mod digest;
 pub mod frame;
 mod hooks;
 pub mod measure;
@@ -23,6 +24,7 @@ use serde_json::Value;
 
 pub use caller::{Caller, Origin};
 pub use context::{Budgets, RunContext};
+pub use digest::Sha256Digest;
 pub use hooks::{
     ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestLog, GuestLogLevel,
     GuestProgress, LiveSinks, LogSink, ProgressSink, Sink,

@@ -6,10 +6,11 @@
 //! no name lookup.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use toolhost_contract::ConfigProblem;
 pub use toolhost_contract::{ApprovalMode, Risk, TaskMode};
 use toolhost_sandbox::{HostPort, LimitsOverride};
 
@@ -17,8 +18,13 @@ use toolhost_sandbox::{HostPort, LimitsOverride};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentConfig {
-    /// Path to the `.wasm` component, relative to the config file.
-    pub path: PathBuf,
+    /// Path to the `.wasm` component, relative to the config file (this or `oci`).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// The component in an OCI registry: `registry/repository@sha256:…`, or `…:TAG` pinned by
+    /// the lock (this or `path`).
+    #[serde(default)]
+    pub oci: Option<toolhost_oci::Reference>,
     /// Default risk of this component's tools.
     #[serde(default)]
     pub risk: Option<Risk>,
@@ -44,15 +50,40 @@ pub struct ComponentConfig {
 }
 
 impl ComponentConfig {
-    /// The component as a lock names it: its `path` as the config writes it.
+    /// The component as a lock names it: its `path` as the config writes it, or `oci:` and its
+    /// reference.
     pub fn source(&self) -> String {
-        self.path.display().to_string()
+        match (&self.oci, &self.path) {
+            (Some(r), _) => format!("oci:{r}"),
+            (None, Some(p)) => p.display().to_string(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// The component as messages name it: its file (resolved against `base_dir`), or `oci:`
+    /// and its reference.
+    pub fn label(&self, base_dir: &Path) -> PathBuf {
+        match &self.path {
+            Some(p) if self.oci.is_none() => base_dir.join(p),
+            _ => PathBuf::from(self.source()),
+        }
+    }
+
+    /// The problem of a component that names both a file and a reference, or neither.
+    pub fn source_problem(&self, i: usize) -> Option<ConfigProblem> {
+        let message = match (&self.path, &self.oci) {
+            (Some(_), Some(_)) => "names both `path` and `oci`; keep one",
+            (None, None) => "names no component; add `path = \"tool.wasm\"` or `oci = \"registry/repository@sha256:…\"`",
+            _ => return None,
+        };
+        Some(ConfigProblem::new(format!("component[{i}]"), message))
     }
 
     /// The component at `path` with every default: nothing granted, the file-wide limits.
     pub fn at(path: PathBuf) -> ComponentConfig {
         ComponentConfig {
-            path,
+            path: Some(path),
+            oci: None,
             risk: None,
             limits: LimitsOverride::default(),
             fs: Vec::new(),

@@ -101,7 +101,7 @@ fn resolve(
     for (j, g) in fs.iter().enumerate() {
         let host = base_dir.join(&g.host);
         let problem = |problem: String| RegistryError::Grant {
-            path: base_dir.join(&c.path),
+            path: c.label(base_dir),
             key: format!("{key}[{j}]"),
             guest: g.guest.as_str().to_string(),
             host: host.clone(),

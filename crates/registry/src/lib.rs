@@ -1,7 +1,7 @@
 //! The registry: components → [`Tool`]s with derived schemas, limits and grants.
 //!
 //! Loading a component (`load.rs`) checks its signature when `[trust]` asks for one
-//! (`trust.rs`, `signature.rs`), compiles it (or loads it from the on-disk cache), refuses any
+//! (`trust.rs`; `signature.rs` for files, `cosign.rs` for `oci =` components), compiles it (or loads it from the on-disk cache), refuses any
 //! import the operator did not grant, derives each exported function's model-facing definition
 //! from its WIT types and embedded docs, and resolves its imports once (`InstancePre`) for fast
 //! calls. This file holds the types and [`Registry::load`]; the `[[component]]` section is
@@ -15,7 +15,7 @@
 pub mod cache;
 pub mod config;
 pub mod convert;
-mod digest;
+pub mod cosign;
 pub mod docs;
 pub mod embed;
 mod exact_type;
@@ -43,7 +43,7 @@ use config::{ComponentConfig, Risk, ToolName};
 use toolhost_sandbox::{CallState, Grant, Limits, Sandbox, SandboxError};
 
 pub use cache::Origin;
-pub use digest::Sha256Digest;
+pub use toolhost_contract::Sha256Digest;
 
 /// Why a config or component could not be loaded. Messages name the file, key or import that is
 /// wrong and say how to fix it; they are for operators and tool authors, never for models.
@@ -281,6 +281,9 @@ pub struct LoadSpec<'a> {
     pub host_files: &'a [(&'static str, PathBuf)],
     /// The keys components must be signed by, checked before anything is compiled.
     pub trust: &'a trust::Trust,
+    /// The `oci =` components, pulled and checked against their digests, by
+    /// [`ComponentConfig::source`].
+    pub pulled: &'a BTreeMap<String, toolhost_oci::Pulled>,
 }
 
 impl Registry {

@@ -2,6 +2,7 @@
 //! nothing yet), refuse any import the operator did not grant, and derive each exported
 //! function's tool — name, schemas (refined), risk, limits, grant — ready for fast calls.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use wasmtime::component::{Component, ComponentExportIndex};
 
 use super::config::{ComponentConfig, ToolConfig, ToolName};
 use super::lock::{ComponentPin, ToolPin};
+use super::trust::Evidence;
 use super::{
     cache, docs, grants, imports, schema, validate, LoadSpec, Origin, Registry, RegistryError,
     Sha256Digest, Tool, ToolDefinition,
@@ -27,16 +29,44 @@ impl Registry {
         sandbox: &Sandbox,
     ) -> Result<(), RegistryError> {
         let (defaults, cache_dir) = (spec.defaults, spec.cache_dir);
-        let path = spec.base_dir.join(&c.path);
-        let bytes = std::fs::read(&path).map_err(|source| RegistryError::ComponentRead {
-            path: path.clone(),
-            source,
-        })?;
-        let component_digest = Sha256Digest::of(&bytes);
+        let path = c.label(spec.base_dir);
+        // An `oci =` component was pulled already, its bytes checked against its digest.
+        let pulled =
+            match &c.oci {
+                Some(_) => Some(spec.pulled.get(&c.source()).ok_or_else(|| {
+                    RegistryError::ComponentRead {
+                        path: path.clone(),
+                        source: std::io::Error::other("it was not pulled"),
+                    }
+                })?),
+                None => None,
+            };
+        let (bytes, component_digest) = match pulled {
+            Some(p) => (Cow::Borrowed(&p.bytes[..]), p.component.clone()),
+            None => {
+                let bytes =
+                    std::fs::read(&path).map_err(|source| RegistryError::ComponentRead {
+                        path: path.clone(),
+                        source,
+                    })?;
+                let digest = Sha256Digest::of(&bytes);
+                (Cow::Owned(bytes), digest)
+            }
+        };
         // Before anything reads the bytes further: who vouches for them.
+        let evidence = match pulled {
+            Some(p) => Evidence::Registry {
+                manifest: &p.manifest,
+                signatures: p.signatures.as_deref().unwrap_or_default(),
+            },
+            None => Evidence::File {
+                path: &path,
+                digest: &component_digest,
+            },
+        };
         let signer = spec
             .trust
-            .check(c, &path, &component_digest)
+            .check(c, evidence)
             .map_err(|refusal| RegistryError::Untrusted {
                 path: path.clone(),
                 refusal,
@@ -119,6 +149,7 @@ impl Registry {
         let no_tool_config = ToolConfig::default();
         let mut pin = ComponentPin {
             source: c.source(),
+            manifest: pulled.map(|p| p.manifest.clone()),
             sha256: component_digest.clone(),
             tools: Default::default(),
         };

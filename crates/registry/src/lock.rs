@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use toolhost_contract::canonical::canonical_json;
 use toolhost_contract::{Listed, Risk};
 
-use super::digest::Sha256Digest;
 use super::ToolDefinition;
+use toolhost_contract::Sha256Digest;
 
 /// The lock file format this host reads and writes.
 pub const LOCK_VERSION: u32 = 1;
@@ -37,8 +37,12 @@ pub struct Lock {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentPin {
-    /// The component as the config names it (its `path`, as written).
+    /// The component as the config names it (its `path`, as written, or `oci:` and its
+    /// reference).
     pub source: String,
+    /// For an `oci =` component, its manifest's digest: what a tag is pulled at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<Sha256Digest>,
     pub sha256: Sha256Digest,
     /// By model-facing name.
     #[serde(default, rename = "tool")]
@@ -105,6 +109,12 @@ pub enum LockProblem {
         locked: Sha256Digest,
         found: Sha256Digest,
     },
+    /// The same component under another manifest (an `oci =` tag that moved to a re-push).
+    Manifest {
+        source: String,
+        locked: Option<Sha256Digest>,
+        found: Option<Sha256Digest>,
+    },
     /// The component provides a tool the lock does not list.
     ToolAdded { source: String, tool: String },
     /// The lock lists a tool the component no longer provides.
@@ -139,6 +149,22 @@ impl fmt::Display for LockProblem {
                 locked.short(),
                 found.short()
             ),
+            LockProblem::Manifest {
+                source,
+                locked,
+                found,
+            } => {
+                let short = |d: &Option<Sha256Digest>| match d {
+                    Some(d) => format!("sha256:{}…", d.short()),
+                    None => "none".to_string(),
+                };
+                write!(
+                    f,
+                    "component {source}: its manifest changed (locked {}, now {})",
+                    short(locked),
+                    short(found)
+                )
+            }
             LockProblem::ToolAdded { source, tool } => {
                 write!(f, "component {source}: tool `{tool}` added")
             }
@@ -253,6 +279,14 @@ impl Lock {
         })
     }
 
+    /// The manifest digest this lock pins for the component named `source`.
+    pub fn manifest_of(&self, source: &str) -> Option<&Sha256Digest> {
+        self.components
+            .iter()
+            .find(|c| c.source == source)
+            .and_then(|c| c.manifest.as_ref())
+    }
+
     /// Accept `now` (what the config loads) when it is what this lock pins; otherwise every
     /// difference, in the config's order.
     pub fn check(&self, path: &Path, now: &Lock) -> Result<(), LockError> {
@@ -284,6 +318,13 @@ impl Lock {
                 });
                 continue;
             };
+            if pin.manifest != found.manifest && pin.sha256 == found.sha256 {
+                problems.push(LockProblem::Manifest {
+                    source: source.clone(),
+                    locked: pin.manifest.clone(),
+                    found: found.manifest.clone(),
+                });
+            }
             if pin.sha256 != found.sha256 {
                 problems.push(LockProblem::Bytes {
                     source: source.clone(),

@@ -17,6 +17,7 @@ fn definition(name: &str, description: &str) -> ToolDefinition {
 fn component(source: &str, bytes: &[u8], defs: &[ToolDefinition]) -> ComponentPin {
     ComponentPin {
         source: source.into(),
+        manifest: None,
         sha256: Sha256Digest::of(bytes),
         tools: defs
             .iter()
@@ -160,4 +161,37 @@ fn bad_lock_files_are_named() {
     l.write(&path).unwrap();
     assert_eq!(Lock::read(&path).unwrap(), Some(l));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+/// An `oci =` component pins its manifest too; the same bytes under another manifest (a tag
+/// moved to a re-push) are a difference of their own, and the pin reads back from the text.
+#[test]
+fn a_moved_manifest_is_named_and_round_trips() {
+    let mut pinned = component("oci:127.0.0.1:5000/t:1", b"a", &[]);
+    pinned.manifest = Some(Sha256Digest::of(b"m1"));
+    let locked = lock(vec![pinned.clone()]);
+    let text = locked.to_text();
+    assert!(
+        text.contains(&format!("manifest = \"{}\"", Sha256Digest::of(b"m1"))),
+        "{text}"
+    );
+    assert_eq!(Lock::parse(&text, Path::new("x.lock")).unwrap(), locked);
+    assert_eq!(
+        locked.manifest_of("oci:127.0.0.1:5000/t:1"),
+        Some(&Sha256Digest::of(b"m1"))
+    );
+    pinned.manifest = Some(Sha256Digest::of(b"m2"));
+    let found: Vec<String> = locked
+        .differences(&lock(vec![pinned]))
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        found,
+        vec![format!(
+            "component oci:127.0.0.1:5000/t:1: its manifest changed (locked sha256:{}…, now sha256:{}…)",
+            Sha256Digest::of(b"m1").short(),
+            Sha256Digest::of(b"m2").short()
+        )]
+    );
 }

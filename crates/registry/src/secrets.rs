@@ -27,7 +27,7 @@ pub fn resolve(
     index: usize,
 ) -> Result<Vec<Arc<Secret>>, RegistryError> {
     let refuse = |name: &str, problem: String| RegistryError::Secret {
-        path: base_dir.join(&c.path),
+        path: c.label(base_dir),
         key: format!("component[{index}].secrets"),
         name: name.to_string(),
         problem,
@@ -131,7 +131,7 @@ pub fn check_reachable(
         for host in s.hosts.entries().iter() {
             if !grants.iter().any(|g| g.network.allows(host)) {
                 return Err(RegistryError::Secret {
-                    path: base_dir.join(&c.path),
+                    path: c.label(base_dir),
                     key: format!("component[{index}].secrets"),
                     name: s.name.clone(),
                     problem: format!(

@@ -24,7 +24,7 @@ use ring::signature::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::digest::Sha256Digest;
+use toolhost_contract::Sha256Digest;
 
 /// What is signed: this, then the component's digest (`sha256:…`). The prefix keeps a
 /// component signature from meaning anything else a key might sign.
@@ -85,6 +85,10 @@ pub enum Refusal {
     },
     /// Names a trusted key and these bytes, but the signature does not verify.
     Invalid { key: String },
+    /// An `oci =` component with no signature in its registry (no cosign tag `tag`).
+    UnsignedInRegistry { tag: String },
+    /// An `oci =` component whose registry signatures for it verify under no allowed key.
+    NoTrustedSignature { count: usize },
 }
 
 impl fmt::Display for Refusal {
@@ -115,6 +119,15 @@ impl fmt::Display for Refusal {
             Refusal::Invalid { key } => {
                 write!(f, "its signature does not verify under key `{key}`")
             }
+            Refusal::UnsignedInRegistry { tag } => write!(
+                f,
+                "it is not signed in its registry (no {tag}); sign it with `toolhost sign --oci`"
+            ),
+            Refusal::NoTrustedSignature { count } => write!(
+                f,
+                "its {count} signature(s) in the registry verify under none of the keys [trust] \
+                 trusts for it"
+            ),
         }
     }
 }
@@ -159,6 +172,16 @@ impl PublicKey {
             point: point.to_vec(),
             fingerprint: Sha256Digest::of(der),
         })
+    }
+
+    /// Whether `signature` (base64 of ASN.1 DER) is this key's over `message`.
+    pub fn verifies_base64(&self, message: &[u8], signature: &str) -> bool {
+        let Ok(der) = base64::engine::general_purpose::STANDARD.decode(signature.as_bytes()) else {
+            return false;
+        };
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &self.point)
+            .verify(message, &der)
+            .is_ok()
     }
 
     /// Whether `signature` is this key's over `digest`.
@@ -211,6 +234,15 @@ impl PrivateKey {
             .map_err(|e| bad(e.to_string()))?;
         let fingerprint = Sha256Digest::of(&spki(&pair));
         Ok(PrivateKey { pair, fingerprint })
+    }
+
+    /// This key's signature over `message` itself, as base64 of ASN.1 DER (what cosign stores).
+    pub fn sign_base64(&self, message: &[u8]) -> Result<String, SignatureError> {
+        let signature = self
+            .pair
+            .sign(&SystemRandom::new(), message)
+            .map_err(|_| SignatureError::Sign("ECDSA signing failed"))?;
+        Ok(base64::engine::general_purpose::STANDARD.encode(signature.as_ref()))
     }
 
     /// The envelope of this key's signature over `bytes`.

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::config::ComponentConfig;
-use super::digest::Sha256Digest;
 use super::signature::{self, PublicKey, Refusal, SignatureError};
 use toolhost_contract::ConfigProblem;
+use toolhost_contract::Sha256Digest;
 
 /// `[trust]`: the keys components may be signed by, and whether every component must be.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -98,20 +98,54 @@ impl Trust {
     pub fn check(
         &self,
         c: &ComponentConfig,
-        path: &Path,
-        digest: &Sha256Digest,
+        evidence: Evidence<'_>,
     ) -> Result<Option<String>, Refusal> {
-        let allowed: Vec<PublicKey> = if !c.signed_by.is_empty() {
-            self.keys
-                .iter()
-                .filter(|k| c.signed_by.contains(&k.name))
-                .cloned()
-                .collect()
-        } else if self.require == Require::Signed {
-            self.keys.clone()
-        } else {
+        let Some(allowed) = self.allowed(c) else {
             return Ok(None);
         };
-        signature::verify(path, digest, &allowed).map(Some)
+        match evidence {
+            Evidence::File { path, digest } => signature::verify(path, digest, &allowed).map(Some),
+            Evidence::Registry {
+                manifest,
+                signatures,
+            } => super::cosign::verify(manifest, signatures, &allowed).map(Some),
+        }
     }
+
+    /// The keys one of which must have signed `c`, when one must.
+    fn allowed(&self, c: &ComponentConfig) -> Option<Vec<PublicKey>> {
+        if !c.signed_by.is_empty() {
+            Some(
+                self.keys
+                    .iter()
+                    .filter(|k| c.signed_by.contains(&k.name))
+                    .cloned()
+                    .collect(),
+            )
+        } else if self.require == Require::Signed {
+            Some(self.keys.clone())
+        } else {
+            None
+        }
+    }
+
+    /// Whether `c` must be signed (so that its registry signatures are fetched).
+    pub fn wants_signature(&self, c: &ComponentConfig) -> bool {
+        self.allowed(c).is_some()
+    }
+}
+
+/// What vouches for a component's bytes.
+pub enum Evidence<'a> {
+    /// A file: its signature beside it (`FILE.sig`), over its digest.
+    File {
+        path: &'a Path,
+        digest: &'a Sha256Digest,
+    },
+    /// An `oci =` component: the cosign signatures its registry holds for the manifest it was
+    /// pulled at.
+    Registry {
+        manifest: &'a Sha256Digest,
+        signatures: &'a [toolhost_oci::cosign::CosignSignature],
+    },
 }

@@ -45,8 +45,33 @@ pub(super) async fn run(command: Command) -> ExitCode {
         }
         Command::Lock { config, update } => super::lock::lock(&config, update),
         Command::Keygen { name } => super::sign::keygen(&name),
-        Command::Sign { key, component } => super::sign::sign(&key, &component),
-        Command::Verify { keys, component } => super::sign::verify(&keys, &component),
+        Command::Sign {
+            key,
+            component,
+            registry,
+        } => match (component, registry.oci) {
+            (Some(component), _) => super::sign::sign(&key, &component),
+            (None, Some(r)) => super::sign_oci::sign(&key, &r, &registry.config),
+            (None, None) => {
+                super::report::usage_message("name a component file or `--oci REFERENCE`")
+            }
+        },
+        Command::Verify {
+            keys,
+            component,
+            registry,
+        } => match (component, registry.oci) {
+            (Some(component), _) => super::sign::verify(&keys, &component),
+            (None, Some(r)) => super::sign_oci::verify(&keys, &r, &registry.config),
+            (None, None) => {
+                super::report::usage_message("name a component file or `--oci REFERENCE`")
+            }
+        },
+        Command::Push {
+            config,
+            component,
+            reference,
+        } => super::push::push(&config, &component, &reference),
         Command::Call {
             source,
             identity,

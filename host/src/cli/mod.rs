@@ -15,7 +15,8 @@
 //! - `lock`: writing and comparing `toolhost.lock`;
 //! - `reconcile`: listing and reconciling calls that ended `outcome_unknown`;
 //! - `author`, `scaffold`: the tool author's `embed-wit` and `new`;
-//! - `sign`: `keygen`, `sign` and `verify`, the two ends of component signatures.
+//! - `sign`: `keygen`, `sign` and `verify`, the two ends of component signatures;
+//! - `push`, `sign_oci`: publishing a component to an OCI registry, and its cosign signatures.
 
 /// `println!` that does not panic when stdout is closed (`toolhost tools | head`): what cannot
 /// be written is dropped, and the command ends as it would have.
@@ -36,10 +37,12 @@ mod commands;
 mod frontends;
 mod lock;
 mod proposals;
+mod push;
 mod reconcile;
 mod report;
 mod scaffold;
 mod sign;
+mod sign_oci;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,6 +71,18 @@ pub struct Cli {
     pub log_level: Option<String>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// A component in a registry, for `sign` and `verify`.
+#[derive(clap::Args)]
+pub struct OciArgs {
+    /// The component in a registry, by digest: `registry/repository@sha256:…`.
+    #[arg(long)]
+    pub oci: Option<String>,
+    /// The config whose `[oci]` settings apply (credentials, plain HTTP to a loopback
+    /// registry); without the file, HTTPS and the Docker credential file's credentials.
+    #[arg(long, default_value = "toolhost.toml")]
+    pub config: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -132,20 +147,39 @@ pub enum Command {
         name: PathBuf,
     },
     /// Sign a component with a private key: the signature is written beside it (FILE.sig),
-    /// where a host with `[trust]` looks for it.
+    /// where a host with `[trust]` looks for it; with `--oci REF@sha256:…`, a cosign signature
+    /// is added in the registry instead.
     Sign {
         /// The private key (PKCS#8 PEM, as `toolhost keygen` writes it).
         #[arg(long)]
         key: PathBuf,
-        component: PathBuf,
+        #[arg(required_unless_present = "oci", conflicts_with = "oci")]
+        component: Option<PathBuf>,
+        #[command(flatten)]
+        registry: OciArgs,
     },
-    /// Check a component's signature (FILE.sig) against public keys, as a host with `[trust]`
-    /// does before compiling it: exit 0 naming the key, 1 saying why not.
+    /// Check a component's signature (FILE.sig, or with `--oci` its cosign signatures in the
+    /// registry) against public keys, as a host with `[trust]` does before compiling it: exit 0
+    /// naming the key, 1 saying why not.
     Verify {
         /// A public key (PEM) the component may be signed by; repeat for several.
         #[arg(long = "key", required = true)]
         keys: Vec<PathBuf>,
+        #[arg(required_unless_present = "oci", conflicts_with = "oci")]
+        component: Option<PathBuf>,
+        #[command(flatten)]
+        registry: OciArgs,
+    },
+    /// Publish a component to an OCI registry (the Wasm artifact layout: one `application/wasm`
+    /// layer) at a tag, and print the reference by digest that a config's `oci =` pins.
+    Push {
+        /// The config whose `[oci]` settings (credentials, plain HTTP to a loopback registry)
+        /// apply; without the file, HTTPS and the Docker credential file's credentials.
+        #[arg(long, default_value = "toolhost.toml")]
+        config: PathBuf,
         component: PathBuf,
+        /// Where to: `registry/repository:tag`.
+        reference: String,
     },
     /// Run one call and print its result as JSON. Exit 0 only when it completed.
     Call {

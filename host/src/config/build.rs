@@ -2,19 +2,26 @@
 //! anything behind:
 //!
 //! 1. every section on its own ([`Config::load`] already did it);
-//! 2. the grants (opened read-only) and the components (read, their signatures checked when
+//! 2. the lock beside the config is read; `oci =` components are pulled (from the data
+//!    directory's store when they are there, else from their registry, at the digest the
+//!    config or the lock names) into memory, each checked against its digest;
+//! 3. the grants (opened read-only) and the components (read, their signatures checked when
 //!    `[trust]` asks, compiled in memory or taken from the compile cache, which is only read),
-//!    then the lock beside the config (what loaded must be what it pins), then every name the
-//!    config gives a tool;
-//! 3. only then the side effects, all in the data directory: the compile cache is written, the
-//!    ledger opened (and recovered), the approval key read or created.
+//!    then the lock (what loaded must be what it pins), then every name the config gives a
+//!    tool;
+//! 4. only then the side effects, all in the data directory: pulled components are stored,
+//!    the compile cache is written, the ledger opened (and recovered), the approval key read
+//!    or created.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{Config, ConfigError};
+use crate::oci::{OciClient, OciError, Pulled, Wanted};
 use crate::policy::Policy;
 use crate::registry::grants::real_path;
 use crate::registry::lock::{Lock, LockError};
+use crate::registry::trust::Trust;
 use crate::registry::{LoadSpec, Registry, RegistryError};
 use crate::runtime::{Diagnostics, Runtime, RuntimeParts};
 use crate::sandbox::{EngineSettings, EpochMode, Sandbox};
@@ -41,6 +48,13 @@ pub enum StartError {
     /// A key `[trust]` names cannot be read.
     #[error("[trust]: {0}")]
     Trust(#[from] crate::registry::signature::SignatureError),
+    /// An `oci =` component cannot be fetched, or is not what its digest says.
+    #[error("component oci:{reference}: {source}")]
+    Pull {
+        reference: String,
+        #[source]
+        source: OciError,
+    },
 }
 
 /// Engine settings large enough for every limit the config can give a tool.
@@ -92,9 +106,17 @@ impl Config {
             mut registry,
             policy,
             lock: _,
+            pulled,
         } = check(self, epochs)?;
         let data = self.data_dir();
         // Side effects from here on.
+        let store = self.oci_store();
+        for p in pulled.values() {
+            p.save(&store).map_err(|source| StartError::Pull {
+                reference: p.reference.to_string(),
+                source,
+            })?;
+        }
         registry.save_cache();
         let ledger = self.ledger.open(&data, &self.base_dir)?;
         ledger.recover()?;
@@ -126,6 +148,8 @@ pub struct Checked {
     pub policy: Policy,
     /// Whether a lock pinned what was loaded.
     pub lock: LockStatus,
+    /// The `oci =` components, by source, not yet in the store.
+    pub pulled: BTreeMap<String, Pulled>,
 }
 
 /// What the lock beside a config said about what it loads.
@@ -141,25 +165,83 @@ pub enum LockStatus {
     Unchecked,
 }
 
-/// Steps 1 and 2 above: everything but the side effects (`toolhost check-config` stops here).
-/// What the config loads must be what its lock pins, when it has one.
+/// Steps 1 to 3 above: everything but the side effects (`toolhost check-config` stops here).
+/// What the config loads must be what its lock pins, when it has one; a tag is pulled at the
+/// manifest the lock pins for it.
 pub fn check(config: &Config, epochs: EpochMode) -> Result<Checked, StartError> {
-    let mut checked = check_unlocked(config, epochs)?;
-    checked.lock = match config.lock_path() {
-        None => LockStatus::NoFile,
-        Some(path) => match Lock::read(&path)? {
-            None => LockStatus::Absent(path),
-            Some(lock) => {
-                lock.check(&path, &checked.registry.lock())?;
-                LockStatus::Pinned(path)
-            }
-        },
+    let path = config.lock_path();
+    let lock = match &path {
+        Some(p) => Lock::read(p)?,
+        None => None,
+    };
+    let mut checked = load(config, epochs, Tags::Pinned(lock.as_ref()))?;
+    checked.lock = match (path, lock) {
+        (None, _) => LockStatus::NoFile,
+        (Some(path), None) => LockStatus::Absent(path),
+        (Some(path), Some(lock)) => {
+            lock.check(&path, &checked.registry.lock())?;
+            LockStatus::Pinned(path)
+        }
     };
     Ok(checked)
 }
 
-/// [`check`] without comparing the lock: what `toolhost lock` writes one from.
+/// [`check`] without comparing the lock, each tag pulled where it points now: what
+/// `toolhost lock` writes one from.
 pub fn check_unlocked(config: &Config, epochs: EpochMode) -> Result<Checked, StartError> {
+    load(config, epochs, Tags::Resolve)
+}
+
+/// Where an `oci =` component named by a tag alone is pulled from.
+enum Tags<'a> {
+    /// The manifest the lock pins for it; without one it is refused.
+    Pinned(Option<&'a Lock>),
+    /// Wherever the tag points now (`toolhost lock`).
+    Resolve,
+}
+
+/// Every `oci =` component, by source: from the store, else from its registry.
+fn pull(
+    config: &Config,
+    trust: &Trust,
+    tags: &Tags<'_>,
+) -> Result<BTreeMap<String, Pulled>, StartError> {
+    let mut sources = Vec::new();
+    let mut wanted = Vec::new();
+    for c in &config.components {
+        let (Some(reference), source) = (&c.oci, c.source()) else {
+            continue;
+        };
+        if let Some(i) = sources.iter().position(|s| s == &source) {
+            let w: &mut Wanted = &mut wanted[i];
+            w.signatures |= trust.wants_signature(c);
+            continue;
+        }
+        let pinned = match tags {
+            Tags::Pinned(Some(lock)) => lock.manifest_of(&source).cloned(),
+            _ => None,
+        };
+        sources.push(source);
+        wanted.push(Wanted {
+            reference: reference.clone(),
+            pinned,
+            signatures: trust.wants_signature(c),
+        });
+    }
+    let client = OciClient::new(&config.oci, &config.base_dir);
+    let store = config.oci_store();
+    let pulled = client
+        .pull_all_blocking(&wanted, matches!(tags, Tags::Resolve), Some(&store))
+        .map_err(|(i, source)| StartError::Pull {
+            reference: wanted[i].reference.to_string(),
+            source,
+        })?;
+    Ok(sources.into_iter().zip(pulled).collect())
+}
+
+fn load(config: &Config, epochs: EpochMode, tags: Tags<'_>) -> Result<Checked, StartError> {
+    let trust = config.trust.load(&config.base_dir)?;
+    let pulled = pull(config, &trust, &tags)?;
     let in_file = |source: RegistryError| StartError::Registry {
         file: config.file_name(),
         source: Box::new(source),
@@ -168,7 +250,6 @@ pub fn check_unlocked(config: &Config, epochs: EpochMode) -> Result<Checked, Sta
         .map_err(|e| in_file(RegistryError::from(e)))?;
     let cache = config.cache_dir();
     let host_files = config.host_files();
-    let trust = config.trust.load(&config.base_dir)?;
     let registry = Registry::load(
         &LoadSpec {
             components: &config.components,
@@ -177,6 +258,7 @@ pub fn check_unlocked(config: &Config, epochs: EpochMode) -> Result<Checked, Sta
             cache_dir: Some(&cache),
             host_files: &host_files,
             trust: &trust,
+            pulled: &pulled,
         },
         &sandbox,
     )
@@ -200,5 +282,6 @@ pub fn check_unlocked(config: &Config, epochs: EpochMode) -> Result<Checked, Sta
         registry,
         policy,
         lock: LockStatus::Unchecked,
+        pulled,
     })
 }

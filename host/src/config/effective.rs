@@ -35,7 +35,8 @@ impl Config {
             .enumerate()
             .map(|(i, c)| {
                 json!({
-                    "path": self.base_dir.join(&c.path).display().to_string(),
+                    "path": c.path.as_ref().map(|p| self.base_dir.join(p).display().to_string()),
+                    "oci": c.oci.as_ref().map(ToString::to_string),
                     // Declared only; each tool says what it runs as (below).
                     "risk": c.risk,
                     "signed_by": c.signed_by,
@@ -149,6 +150,22 @@ impl Config {
                 },
                 "keys": self.trust.keys.iter().map(|(name, path)| {
                     (name.clone(), json!(self.base_dir.join(path).display().to_string()))
+                }).collect::<serde_json::Map<_, _>>(),
+            },
+            "oci": {
+                "max_manifest_bytes": self.oci.max_manifest_bytes(),
+                "max_blob_bytes": self.oci.max_blob_bytes(),
+                "timeout_secs": self.oci.timeout().as_secs(),
+                "docker_credentials": self.oci.docker_credentials.unwrap_or(true),
+                "store": self.data_dir().join("oci").display().to_string(),
+                "registries": self.oci.registries.iter().map(|(host, r)| {
+                    (host.clone(), json!({
+                        "insecure": r.insecure,
+                        "username": r.username,
+                        "password_env": r.password_env,
+                        "password_file": r.password_file.as_ref().map(|f| self.base_dir.join(f).display().to_string()),
+                        "redirect_hosts": r.redirect_hosts,
+                    }))
                 }).collect::<serde_json::Map<_, _>>(),
             },
             "component": components,

@@ -10,6 +10,7 @@
 //! | `[serve]` | `ServeConfig` | `serve` |
 //! | `[agent]` | `AgentConfig` | `agent` |
 //! | `[trust]` | `TrustConfig` | `registry::trust` |
+//! | `[oci]` | `OciConfig` | `oci` |
 //! | `[[component]]` | `ComponentConfig` | `registry::config` |
 //!
 //! Nothing below this module imports it. A file is checked whole before anything starts: the
@@ -76,6 +77,9 @@ pub struct Config {
     /// The keys components must be signed by.
     #[serde(default)]
     pub trust: crate::registry::trust::TrustConfig,
+    /// How `oci =` components are fetched: caps, time, credentials per registry.
+    #[serde(default)]
+    pub oci: crate::oci::OciConfig,
     /// The components to load.
     #[serde(default, rename = "component")]
     pub components: Vec<ComponentConfig>,
@@ -192,7 +196,9 @@ impl Config {
             p.push(ConfigProblem::new("telemetry.otlp_endpoint", message));
         }
         self.trust.validate(&self.components, &mut p);
+        self.oci.validate(&mut p);
         for (i, c) in self.components.iter().enumerate() {
+            p.extend(c.source_problem(i));
             c.limits.validate(&format!("component[{i}].limits"), &mut p);
             for (export, t) in &c.tools {
                 t.limits
@@ -308,6 +314,12 @@ impl Config {
                 .as_deref()
                 .unwrap_or(Path::new(DEFAULT_DATA_DIR)),
         )
+    }
+
+    /// Where components pulled from registries are kept, by digest: `oci` in the data
+    /// directory.
+    pub fn oci_store(&self) -> crate::oci::Store {
+        crate::oci::Store::new(self.data_dir().join("oci"))
     }
 
     /// The compile cache directory, resolved.

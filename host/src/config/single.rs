@@ -37,7 +37,10 @@ mod tests {
         assert_eq!(c.data_dir(), Path::new("/srv/tools/.toolhost"));
         assert_eq!(c.cache_dir(), Path::new("/srv/tools/.toolhost/cache"));
         assert_eq!(c.components.len(), 1);
-        assert_eq!(c.components[0].path, Path::new("greet.wasm"));
+        assert_eq!(
+            c.components[0].path.as_deref(),
+            Some(Path::new("greet.wasm"))
+        );
         assert!(c.components[0].fs.is_empty() && c.components[0].network.is_none());
         assert!(c.policy.is_none());
         assert_eq!(c.file_name(), "--component /srv/tools/greet.wasm");
