@@ -14,6 +14,8 @@
 //! - `stateless`: MCP 2026-07-28 over HTTP, one host and three behind HAProxy.
 //! - `profile`: `TOOLHOST_BENCH_PROFILE` workloads; `idle`: calls after a sleep.
 //! - `polyglot`: the Python and JavaScript example tools.
+//! - `oci`: a start that pulls a signed component from a loopback registry, and one from the
+//!   data directory's store.
 //! - `telemetry`: the subscriber for `TOOLHOST_BENCH_PROFILE=telemetry_off|telemetry_on`.
 //! - `floor_server`, `sqlite_floor`: the floors of the front doors and of the ledger — the
 //!   same rmcp and transports answering without the pipeline; the same SQL on a bare connection.
@@ -23,6 +25,7 @@
 mod floor_server;
 mod http;
 mod idle;
+mod oci;
 mod polyglot;
 mod postgres;
 mod procs;
@@ -802,6 +805,9 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         "10 components configured, cache warm",
     );
 
+    // 7b. a component from a registry: pulled, checked and compiled; then from the store
+    let (oci_pulled, oci_stored) = oci::figures(dir, plan.cold_runs, plan.warm_runs);
+
     // 8. the Python and JavaScript examples
     let (mut polyglot, polyglot_targets) =
         polyglot::figures(dir, plan.polyglot_compiles, plan.warm_runs, plan.mcp_calls).await;
@@ -876,6 +882,11 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
             format!("{:.1} ms", warm10.median),
         ),
         (
+            "start from the OCI store ≤ 2× the warm-cache start of a file".to_string(),
+            oci_stored.median <= 2.0 * warm1.median,
+            format!("{:.2}× ({:.1} ms; pulled: {:.1} ms)", oci_stored.median / warm1.median, oci_stored.median, oci_pulled.median),
+        ),
+        (
             "memory at 64 calls bounded by the ceilings, not growing".to_string(),
             peaks.iter().all(|p| *p <= idle + ceiling_mib)
                 && after.iter().all(|a| *a <= idle + pending_mib),
@@ -938,7 +949,7 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
     ]);
     all.append(&mut server_costs);
     all.append(&mut mcp_2026);
-    all.extend([cold1, warm1, cold10, warm10]);
+    all.extend([cold1, warm1, cold10, warm10, oci_pulled, oci_stored]);
     all.append(&mut polyglot);
     all.extend([memory_idle, memory_peak]);
     all.append(&mut pg_figures);
