@@ -38,11 +38,8 @@ pub fn check(data: &[u8]) {
     };
     let f = fixture();
     let func = &f.functions[usize::from(selector) % f.functions.len()];
-    let tool = f
-        .runtime
-        .registry()
-        .get(&func.tool)
-        .expect("the tool is loaded");
+    let registry = f.runtime.registry();
+    let tool = registry.get(&func.tool).expect("the tool is loaded");
     match f.runtime.benchmark_params(tool, &args) {
         Ok(vals) => {
             let obj = args

@@ -194,7 +194,8 @@ async fn a_component_of_the_previous_version_still_runs() {
     let rt = crate::support::runtime(&cfg);
     let r = crate::support::run(&rt, "greet", json!({"name": "Ada"})).await;
     assert_eq!(r.output, Some(json!("Hello, Ada!")), "{r:?}");
-    let tool = rt.registry().get("greet").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("greet").unwrap();
     assert!(
         tool.description.contains("friendly sentence"),
         "docs of 0.1.0 WIT still read"

@@ -230,7 +230,8 @@ fn an_undeclared_risk_is_the_most_the_grants_allow() {
     // idempotent, a networked tool is open-world.
     let rt = crate::support::runtime(&cfg);
     let hints = |name: &str| {
-        let t = rt.registry().get(name).unwrap();
+        let registry = rt.registry();
+        let t = registry.get(name).unwrap();
         let listed = toolhost::serve::mapping::mcp_tool(t, &t.input_schema);
         serde_json::to_value(listed).unwrap()["annotations"].clone()
     };

@@ -94,7 +94,8 @@ fn fill(count: u32) -> [Val; 3] {
 async fn filling_the_disk_leaves_the_reserve() {
     let fs = Tmpfs::mount(64);
     let (hoard, rt) = runtime_on(&fs);
-    let tool = rt.registry().get("hoard").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("hoard").unwrap();
     let full = Err(Fault::HostResourcesExceeded(HostBudgetError::Disk(RESERVE)));
 
     let exec = rt.execute(tool, &fill(1_000)).await;
@@ -164,7 +165,8 @@ async fn a_calls_writes_are_bounded_by_its_budget() {
     const BUDGET: u64 = 8 * MIB;
     let dir = tempfile::tempdir().unwrap();
     let (hoard, rt) = runtime_in(dir.path(), &format!("write_bytes = {BUDGET}\n"));
-    let tool = rt.registry().get("hoard").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("hoard").unwrap();
     let spent = Err(Fault::HostResourcesExceeded(HostBudgetError::Writes(
         BUDGET,
     )));

@@ -86,7 +86,8 @@ async fn greet(rt: &Runtime, id: &str) {
 pub(crate) async fn hoarding_past_a_budget_is_host_resources_exceeded() {
     let (_dir, config) = hoard_config(true);
     let rt = runtime(&config);
-    let tool = rt.registry().get("hoard").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("hoard").unwrap();
     let handles = rt.sandbox().descriptors().handles_per_call;
     assert_eq!(
         handles, MAX_HOST_HANDLES_PER_CALL,
@@ -125,7 +126,8 @@ pub(crate) async fn hoarding_past_a_budget_is_host_resources_exceeded() {
 async fn within_the_budgets_a_call_keeps_what_it_took() {
     let (_dir, config) = hoard_config(true);
     let rt = runtime(&config);
-    let tool = rt.registry().get("hoard").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("hoard").unwrap();
     let exec = rt.execute(tool, &hoard_params("descriptors", 200, 0)).await;
     assert_eq!(exec.outcome.unwrap(), vec![Val::U64(200)]);
     let exec = rt.execute(tool, &hoard_params("listings", 1, 0)).await;

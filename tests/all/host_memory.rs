@@ -87,7 +87,8 @@ fn flooding_the_host_interface_keeps_host_rss_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 pub(crate) async fn flood_host_reports_are_fresh_bounded_copies() {
     let rt = runtime(&adversarial_config());
-    let tool = rt.registry().get("flood_host").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("flood_host").unwrap();
     let exec = rt.execute(tool, &[]).await;
     assert!(exec.outcome.is_ok(), "{:?}", exec.outcome);
     assert_eq!(exec.reports.kept.len(), MAX_REPORTS_PER_CALL);

@@ -79,7 +79,8 @@ fn a_forged_description_is_escaped_everywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forge_stdout_is_captured() {
     let rt = runtime(&adversarial_config());
-    let tool = rt.registry().get("forge_stdout").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("forge_stdout").unwrap();
     let exec = rt.execute(tool, &[]).await;
     let printed = String::from_utf8_lossy(&exec.stdout).into_owned();
     assert!(printed.contains("FORGED"), "{printed}");
@@ -241,7 +242,8 @@ async fn read_env_sees_nothing_of_the_host() {
 async fn log_spam_completes_with_bounded_reports() {
     use toolhost_sandbox::{MAX_REPORTS_PER_CALL, MAX_REPORT_MESSAGE_BYTES};
     let rt = runtime(&adversarial_config());
-    let tool = rt.registry().get("log_spam").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("log_spam").unwrap();
     let exec = rt.execute(tool, &[]).await;
     assert!(exec.outcome.is_ok(), "{:?}", exec.outcome);
     assert_eq!(exec.reports.kept.len(), MAX_REPORTS_PER_CALL);

@@ -58,6 +58,7 @@ mod pipeline;
 mod polyglot;
 mod pool;
 mod readme_examples;
+mod reload;
 mod replay_owner;
 mod resources;
 mod scaffold;

@@ -505,6 +505,16 @@ impl Raw {
         panic!("no response to {id}; server stderr: {log:?}");
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The server's stderr lines so far.
+    pub(crate) fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+
     pub(crate) fn initialize(&mut self, version: &str) -> Value {
         self.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {

@@ -34,7 +34,8 @@ fn a_concurrency_limit_beyond_the_pool_is_refused() {
 async fn a_call_past_the_pool_is_host_busy_not_a_guest_trap() {
     let (_dir, path) = temp_config(&config(2));
     let rt = runtime(&path);
-    let tool = rt.registry().get("sleep_forever").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("sleep_forever").unwrap();
     let (a, b, c) = tokio::join!(
         rt.execute(tool, &[]),
         rt.execute(tool, &[]),

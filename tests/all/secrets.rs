@@ -281,7 +281,8 @@ async fn a_value_found_in_a_file_is_redacted_from_what_the_call_leaves() {
 
 /// The execution of `leak_secret` the way `how` says, with what it reported.
 async fn execute(rt: &Runtime, how: &str) -> toolhost_sandbox::Execution {
-    let tool = rt.registry().get("leak_secret").unwrap();
+    let registry = rt.registry();
+    let tool = registry.get("leak_secret").unwrap();
     let params = rt
         .benchmark_params(tool, &json!({"how": how, "url": ""}))
         .unwrap();
@@ -392,7 +393,8 @@ async fn a_trap_leaves_no_value_in_the_diagnostic_log() {
 #[tokio::test]
 async fn every_leak_has_a_test() {
     let w = World::new().await;
-    let tool = w.rt.registry().get("leak_secret").unwrap();
+    let registry = w.rt.registry();
+    let tool = registry.get("leak_secret").unwrap();
     let mut ways: Vec<&str> = tool.input_schema["properties"]["how"]["enum"]
         .as_array()
         .unwrap_or_else(|| panic!("{}", tool.input_schema))

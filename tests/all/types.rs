@@ -194,7 +194,8 @@ async fn unit_and_result_returns() {
 #[test]
 fn schemas_match_the_mapping() {
     let (_d, rt) = rt();
-    let t = rt.registry().get("echo_compound").unwrap();
+    let registry = rt.registry();
+    let t = registry.get("echo_compound").unwrap();
     let v = &t.input_schema["properties"]["v"];
     assert_eq!(v["additionalProperties"], json!(false));
     assert_eq!(
@@ -213,15 +214,17 @@ fn schemas_match_the_mapping() {
     let shape = &v["properties"]["shape"]["oneOf"];
     assert_eq!(shape[0], json!({"const": "point"}));
     assert_eq!(shape[1]["required"], json!(["circle"]));
-    let s =
-        &rt.registry().get("echo_scalars").unwrap().input_schema["properties"]["v"]["properties"];
+    let registry = rt.registry();
+    let s = &registry.get("echo_scalars").unwrap().input_schema["properties"]["v"]["properties"];
     assert_eq!(s["u64v"]["maximum"], json!(u64::MAX));
     assert_eq!(s["i64v"]["minimum"], json!(i64::MIN));
     assert_eq!(s["c"]["maxLength"], json!(1));
-    let nothing = rt.registry().get("nothing").unwrap();
+    let registry = rt.registry();
+    let nothing = registry.get("nothing").unwrap();
     assert_eq!(nothing.output_schema["type"], json!("null"));
     assert_eq!(nothing.input_schema["required"], json!([]));
-    let mf = rt.registry().get("maybe_fail").unwrap();
+    let registry = rt.registry();
+    let mf = registry.get("maybe_fail").unwrap();
     assert_eq!(mf.output_schema["type"], json!("string"));
 }
 
@@ -244,6 +247,7 @@ async fn refinements_narrow_input_and_output() {
     let r = run(&rt, "sqrt", json!({"x": 49.0})).await;
     assert_eq!(r.code, Some(Code::InvalidOutput), "{r:?}");
     assert!(r.output.is_none());
-    let s = &rt.registry().get("sqrt").unwrap().input_schema;
+    let registry = rt.registry();
+    let s = &registry.get("sqrt").unwrap().input_schema;
     assert_eq!(s["type"], json!("object"));
 }

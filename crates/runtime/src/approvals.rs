@@ -43,7 +43,7 @@ impl Approvals<'_> {
     /// [`operator_only`](Self::operator_only) for the tool named `name` (false for no tool).
     pub fn operator_only_by_name(&self, name: &str) -> bool {
         self.rt
-            .registry
+            .registry()
             .get(name)
             .is_some_and(|t| self.operator_only(t))
     }
@@ -71,9 +71,8 @@ impl Approvals<'_> {
             (None, Some(recorded)) => recorded.clone(),
             (None, None) => return Err(ApproveError::ArgumentsNeeded),
         };
-        let definition = self
-            .rt
-            .registry
+        let registry = self.rt.registry();
+        let definition = registry
             .get(&record.tool)
             .map(|t| t.definition_digest.as_str());
         if definition.is_none() || definition != record.definition_digest.as_deref() {

@@ -45,7 +45,7 @@ pub(super) async fn wait_for_original(
         return Some(still_running(call));
     };
     let patience = rt
-        .registry
+        .registry()
         .get(&call.name)
         .map_or(Duration::ZERO, |t| t.limits.deadline)
         + IN_FLIGHT_GRACE;

@@ -24,6 +24,8 @@ mod trace;
 mod transcripts;
 mod visibility;
 
+use std::sync::Arc;
+
 use wasmtime::component::Val;
 
 use guards::{Concurrency, RateLimiter};
@@ -69,7 +71,9 @@ const READY_PROBE: &str = "toolhost-readyz-probe";
 ///   ([`ledger_reads`](Runtime::ledger_reads)) and the counts.
 pub struct Runtime {
     sandbox: Sandbox,
-    registry: Registry,
+    /// The tools served now; [`Runtime::replace_registry`] swaps in another set while calls
+    /// that already hold a tool finish on it.
+    registry: std::sync::RwLock<Arc<Registry>>,
     diagnostics: Diagnostics,
     ledger: Ledger,
     policy: Policy,
@@ -136,7 +140,7 @@ impl Runtime {
         let run = parts.run;
         Runtime {
             sandbox: parts.sandbox,
-            registry: parts.registry,
+            registry: std::sync::RwLock::new(Arc::new(parts.registry)),
             diagnostics: parts.diagnostics,
             ledger: parts.ledger,
             policy: parts.policy,
@@ -173,9 +177,23 @@ impl Runtime {
         &self.sandbox
     }
 
-    /// The tools this runtime serves.
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The tools this runtime serves now: a snapshot, kept whole however long it is held.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serve `next` from now on, and return the set it replaces. A call prepared before holds
+    /// its tool (and the compiled component under it) until it ends; every call prepared
+    /// after sees only `next`. `next` must have been loaded into this runtime's sandbox.
+    pub fn replace_registry(&self, next: Registry) -> Arc<Registry> {
+        let mut current = self
+            .registry
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::replace(&mut *current, Arc::new(next))
     }
 
     /// Where host faults are recorded in detail.

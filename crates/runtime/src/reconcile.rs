@@ -36,8 +36,8 @@ impl Runtime {
     ) -> Result<ToolResult, ReconcileError> {
         if let Verdict::Completed(output) = &reconciliation.verdict {
             let record = self.ledger.call(run_id, call_id)?;
-            let tool = self
-                .registry
+            let registry = self.registry();
+            let tool = registry
                 .get(&record.tool)
                 .ok_or_else(|| ReconcileError::UnknownTool(record.tool.clone()))?;
             let size = toolhost_contract::measure::json_len(output);

@@ -2,10 +2,11 @@
 //! allow it, and each one's input schema narrowed by the constraints that confine it.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde_json::Value;
 use toolhost_contract::Caller;
-use toolhost_registry::Tool;
+use toolhost_registry::{Registry, Tool};
 
 use super::Runtime;
 
@@ -13,30 +14,36 @@ use super::Runtime;
 pub struct Visibility<'a> {
     rt: &'a Runtime,
     caller: &'a Caller,
+    /// The tools served when the view was taken (a reload does not change a view).
+    registry: Arc<Registry>,
 }
 
 impl Runtime {
     /// The tools as `caller` sees them.
     pub fn visibility<'a>(&'a self, caller: &'a Caller) -> Visibility<'a> {
-        Visibility { rt: self, caller }
+        Visibility {
+            rt: self,
+            caller,
+            registry: self.registry(),
+        }
     }
 }
 
 impl<'a> Visibility<'a> {
     /// Each tool the policy could allow the caller with some arguments (`Policy::may_see`).
-    pub fn tools(&self) -> impl Iterator<Item = &'a Tool> + 'a {
+    pub fn tools(&self) -> impl Iterator<Item = &Tool> + '_ {
         let (rt, caller) = (self.rt, self.caller);
-        rt.registry
+        self.registry
             .tools()
             .filter(move |t| rt.policy.may_see(caller, t.name.as_str(), t.risk))
     }
 
     /// The tool `name`: `None` when there is none, or when the policy hides it from the
     /// caller — the two are answered alike.
-    pub fn tool(&self, name: &str) -> Option<&'a Tool> {
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
         let rt = self.rt;
         rt.work.resolved();
-        rt.registry
+        self.registry
             .get(name)
             .filter(|t| rt.policy.may_see(self.caller, t.name.as_str(), t.risk))
     }

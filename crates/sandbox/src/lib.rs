@@ -120,6 +120,7 @@ impl HasData for HostData {
 /// The engine and linkers of one host.
 pub struct Sandbox {
     engine: Engine,
+    settings: EngineSettings,
     base: Linker<CallState>,
     with_http: Linker<CallState>,
     descriptors: DescriptorPlan,
@@ -146,11 +147,17 @@ impl Sandbox {
         };
         Ok(Sandbox {
             engine,
+            settings,
             base,
             with_http,
             descriptors,
             _ticker: ticker,
         })
+    }
+
+    /// What the engine was sized for: a tool loaded later must fit it.
+    pub fn settings(&self) -> EngineSettings {
+        self.settings
     }
 
     /// How the host's descriptors are shared out among calls.

@@ -82,6 +82,7 @@ pub struct Metrics {
     model_requests: Family<OutcomeLabels, Counter>,
     model_retries: Counter,
     model_tokens: Family<KindLabels, Counter>,
+    reloads: Family<OutcomeLabels, Counter>,
     /// The OpenTelemetry instruments, once OTLP export starts.
     otlp: OnceLock<Instruments>,
 }
@@ -126,6 +127,7 @@ impl Metrics {
             model_requests: Family::default(),
             model_retries: Counter::default(),
             model_tokens: Family::default(),
+            reloads: Family::default(),
             otlp: OnceLock::new(),
         };
         let mut registry = m.registry;
@@ -185,6 +187,11 @@ impl Metrics {
             "model_tokens",
             "Tokens the model endpoint reported, by kind",
             m.model_tokens.clone(),
+        );
+        r.register(
+            "reloads",
+            "Reloads of the tools (SIGHUP), by outcome: applied, or refused (the running set kept)",
+            m.reloads.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -283,6 +290,14 @@ impl Metrics {
             otlp.model_retry();
         }
         self.model_retries.inc();
+    }
+
+    /// A reload ended: `applied` or `refused`.
+    pub fn reload(&self, outcome: &'static str) {
+        if !enabled() {
+            return;
+        }
+        self.reloads.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
     /// The model endpoint reported `n` tokens of `kind` (`prompt`, `completion`).

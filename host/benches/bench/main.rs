@@ -207,7 +207,8 @@ async fn timed_floor(
 }
 
 async fn floor_samples(rt: &Runtime, name: &str, args: &Value, n: usize) -> Vec<f64> {
-    let tool = rt.registry().get(name).expect("the bench tool is loaded");
+    let registry = rt.registry();
+    let tool = registry.get(name).expect("the bench tool is loaded");
     let params = rt.benchmark_params(tool, args).expect("valid params");
     for _ in 0..20 {
         rt.call_floor(tool, &params)
@@ -233,7 +234,8 @@ async fn interleaved_samples(
 ) -> (Vec<f64>, Vec<f64>) {
     let args = json!({"a": 40, "b": 2});
     let ctx = pipeline.context("bench", "default");
-    let tool = rt.registry().get("add").expect("the bench tool is loaded");
+    let registry = rt.registry();
+    let tool = registry.get("add").expect("the bench tool is loaded");
     let params = rt.benchmark_params(tool, &args).expect("valid params");
     let (mut floor, mut calls) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
@@ -386,7 +388,8 @@ async fn floor_throughput(rt: &Arc<Runtime>, callers: usize, total: usize) -> f6
         let rt = rt.clone();
         let next = next.clone();
         tasks.push(tokio::spawn(async move {
-            let tool = rt.registry().get("add").expect("add is loaded");
+            let registry = rt.registry();
+            let tool = registry.get("add").expect("add is loaded");
             let params = rt
                 .benchmark_params(tool, &json!({"a": 1, "b": 2}))
                 .expect("valid params");
@@ -477,7 +480,8 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
 
     // 3b. the same calls after the thread slept, as every request of a server arrives
     let ctx = rt.context("bench", "default");
-    let tool = rt.registry().get("add").expect("the bench tool is loaded");
+    let registry = rt.registry();
+    let tool = registry.get("add").expect("the bench tool is loaded");
     let params = rt.benchmark_params(tool, &add).expect("valid params");
     let floor_idle = Figure::of(
         "floor_after_idle",

@@ -52,7 +52,10 @@ fn start_registry(dir: &Path) -> (LocalRegistry, String) {
     let host = format!("127.0.0.1:{port}");
     let until = Instant::now() + Duration::from_secs(20);
     while TcpStream::connect(&host).is_err() {
-        assert!(Instant::now() < until, "docker-registry did not listen on {host}");
+        assert!(
+            Instant::now() < until,
+            "docker-registry did not listen on {host}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     (LocalRegistry(child), host)
@@ -93,7 +96,10 @@ pub fn figures(dir: &Path, pulls: usize, starts: usize) -> (Figure, Figure) {
         tagged.as_ref(),
     ]);
     let pushed: Value = serde_json::from_slice(&pushed).expect("push prints JSON");
-    let reference = pushed["reference"].as_str().expect("a reference").to_string();
+    let reference = pushed["reference"]
+        .as_str()
+        .expect("a reference")
+        .to_string();
     toolhost(&["keygen".as_ref(), dir.join("bench").as_os_str()]);
     toolhost(&[
         "sign".as_ref(),

@@ -79,7 +79,8 @@ pub fn profile(what: &str) {
                 // The same calls with the thread idle between them, as a server's is: a
                 // busy gap (the core stays awake) against a sleeping one.
                 let ctx = runtime.context("bench", "default");
-                let tool = runtime.registry().get("add").expect("add");
+                let registry = runtime.registry();
+                let tool = registry.get("add").expect("add");
                 let params = runtime
                     .benchmark_params(tool, &json!({"a": 1, "b": 2}))
                     .unwrap();

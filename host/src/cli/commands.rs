@@ -12,8 +12,8 @@ pub(super) async fn run(command: Command) -> ExitCode {
     match command {
         Command::Tools { source } => match load(&source) {
             Ok(rt) => {
-                warn(rt.registry());
-                print_definitions(rt.registry())
+                warn(&rt.registry());
+                print_definitions(&rt.registry())
             }
             Err(code) => code,
         },

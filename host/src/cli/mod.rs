@@ -328,7 +328,7 @@ pub struct AgentArgs {
 }
 
 /// Where the tools come from: a config file, or one component with nothing granted.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct Source {
     /// The config file.
     // Global: a command with subcommands (`reconcile list`) takes it after them too.

@@ -193,7 +193,7 @@ pub fn check_unlocked(config: &Config, epochs: EpochMode) -> Result<Checked, Sta
 }
 
 /// Where an `oci =` component named by a tag alone is pulled from.
-enum Tags<'a> {
+pub(super) enum Tags<'a> {
     /// The manifest the lock pins for it; without one it is refused.
     Pinned(Option<&'a Lock>),
     /// Wherever the tag points now (`toolhost lock`).
@@ -240,38 +240,12 @@ fn pull(
 }
 
 fn load(config: &Config, epochs: EpochMode, tags: Tags<'_>) -> Result<Checked, StartError> {
-    let trust = config.trust.load(&config.base_dir)?;
-    let pulled = pull(config, &trust, &tags)?;
-    let in_file = |source: RegistryError| StartError::Registry {
-        file: config.file_name(),
-        source: Box::new(source),
-    };
-    let sandbox = Sandbox::new(engine_settings(config), epochs)
-        .map_err(|e| in_file(RegistryError::from(e)))?;
-    let cache = config.cache_dir();
-    let host_files = config.host_files();
-    let registry = Registry::load(
-        &LoadSpec {
-            components: &config.components,
-            base_dir: &config.base_dir,
-            defaults: config.default_limits(),
-            cache_dir: Some(&cache),
-            host_files: &host_files,
-            trust: &trust,
-            pulled: &pulled,
-        },
-        &sandbox,
-    )
-    .map_err(in_file)?;
-    let names: Vec<&str> = registry.tools().map(|t| t.name.as_str()).collect();
-    let problems = config.tool_name_problems(&names);
-    if !problems.is_empty() {
-        return Err(ConfigError::Invalid {
+    let sandbox =
+        Sandbox::new(engine_settings(config), epochs).map_err(|e| StartError::Registry {
             file: config.file_name(),
-            problems,
-        }
-        .into());
-    }
+            source: Box::new(RegistryError::from(e)),
+        })?;
+    let (registry, pulled) = load_tools(config, &sandbox, tags)?;
     let policy = match &config.policy {
         // Checked with the rest of the file; compiled again here.
         Some(p) => Policy::from_config(p, &config.base_dir)?,
@@ -284,4 +258,43 @@ fn load(config: &Config, epochs: EpochMode, tags: Tags<'_>) -> Result<Checked, S
         lock: LockStatus::Unchecked,
         pulled,
     })
+}
+
+/// The config's tools, loaded into `sandbox`: pulled, signatures checked, compiled, and every
+/// tool name the config gives checked against them.
+pub(super) fn load_tools(
+    config: &Config,
+    sandbox: &Sandbox,
+    tags: Tags<'_>,
+) -> Result<(Registry, BTreeMap<String, Pulled>), StartError> {
+    let trust = config.trust.load(&config.base_dir)?;
+    let pulled = pull(config, &trust, &tags)?;
+    let cache = config.cache_dir();
+    let host_files = config.host_files();
+    let registry = Registry::load(
+        &LoadSpec {
+            components: &config.components,
+            base_dir: &config.base_dir,
+            defaults: config.default_limits(),
+            cache_dir: Some(&cache),
+            host_files: &host_files,
+            trust: &trust,
+            pulled: &pulled,
+        },
+        sandbox,
+    )
+    .map_err(|source| StartError::Registry {
+        file: config.file_name(),
+        source: Box::new(source),
+    })?;
+    let names: Vec<&str> = registry.tools().map(|t| t.name.as_str()).collect();
+    let problems = config.tool_name_problems(&names);
+    if !problems.is_empty() {
+        return Err(ConfigError::Invalid {
+            file: config.file_name(),
+            problems,
+        }
+        .into());
+    }
+    Ok((registry, pulled))
 }

@@ -21,6 +21,7 @@
 
 mod build;
 mod effective;
+mod reload;
 mod single;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +38,7 @@ use crate::sandbox::{Limits, LimitsOverride};
 use crate::serve::ServeConfig;
 
 pub use build::{check, check_unlocked, engine_settings, Checked, LockStatus, StartError};
+pub use reload::{reload, ReloadError, Reloaded};
 
 /// The default data directory, relative to the config file.
 pub const DEFAULT_DATA_DIR: &str = ".toolhost";
