@@ -1,6 +1,7 @@
 //! Changing a running host's tools: `toolhost serve` reads its config again on `SIGHUP`, loads
 //! and checks the new set first, then swaps it in. A client calling all the while loses no
-//! call; the ledger shows which component ran each; a config that fails changes nothing.
+//! call, the session is told `notifications/tools/list_changed`, the ledger shows which
+//! component ran each call; a config that fails changes nothing.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -30,9 +31,9 @@ fn hangup(raw: &Raw) {
     assert!(status.success());
 }
 
-fn names(raw: &mut Raw, id: u64) -> Vec<String> {
+fn names(raw: &mut Raw, id: u64, seen: &mut Vec<Value>) -> Vec<String> {
     raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
-    let r = raw.response(&json!(id), &mut Vec::new());
+    let r = raw.response(&json!(id), seen);
     let mut n: Vec<String> = r["result"]["tools"]
         .as_array()
         .unwrap()
@@ -43,10 +44,10 @@ fn names(raw: &mut Raw, id: u64) -> Vec<String> {
     n
 }
 
-fn greet(raw: &mut Raw, id: u64) -> Value {
+fn greet(raw: &mut Raw, id: u64, seen: &mut Vec<Value>) -> Value {
     raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "greet", "arguments": {"name": "Ada"}}}));
-    raw.response(&json!(id), &mut Vec::new())
+    raw.response(&json!(id), seen)
 }
 
 fn sha256_of(p: &Path) -> String {
@@ -74,9 +75,15 @@ fn a_reload_under_calls_loses_nothing_and_a_bad_one_changes_nothing() {
     write_config(&config, &[&old, &guest("fs-tools")]);
 
     let mut raw = Raw::start(&config);
-    raw.initialize("2025-11-25");
+    let init = raw.initialize("2025-11-25");
     assert_eq!(
-        names(&mut raw, 1),
+        init["result"]["capabilities"]["tools"]["listChanged"],
+        json!(true),
+        "{init}"
+    );
+    let mut seen = Vec::new();
+    assert_eq!(
+        names(&mut raw, 1, &mut seen),
         ["greet", "list_dir", "read_text", "write_text"]
     );
 
@@ -90,7 +97,7 @@ fn a_reload_under_calls_loses_nothing_and_a_bad_one_changes_nothing() {
             "the reload never applied: {:?}",
             raw.stderr_lines()
         );
-        let r = greet(&mut raw, id);
+        let r = greet(&mut raw, id, &mut seen);
         assert_eq!(
             r["result"]["isError"],
             json!(false),
@@ -100,14 +107,23 @@ fn a_reload_under_calls_loses_nothing_and_a_bad_one_changes_nothing() {
         if id == 105 {
             hangup(&raw);
         }
-        if id > 105 && names(&mut raw, 10_000 + id).contains(&"sha256".to_string()) {
+        if id > 105 && names(&mut raw, 10_000 + id, &mut seen).contains(&"sha256".to_string()) {
             after_reload += 1;
         }
     }
-    assert_eq!(names(&mut raw, 2), ["greet", "json_pointer", "sha256"]);
+    assert_eq!(
+        names(&mut raw, 2, &mut seen),
+        ["greet", "json_pointer", "sha256"]
+    );
+    let told = |seen: &[Value]| {
+        seen.iter()
+            .filter(|m| m["method"] == "notifications/tools/list_changed")
+            .count()
+    };
+    assert_eq!(told(&seen), 1, "the session is told once: {seen:?}");
     raw.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "read_text", "arguments": {"path": "x"}}}));
-    let gone = raw.response(&json!(3), &mut Vec::new());
+    let gone = raw.response(&json!(3), &mut seen);
     assert_eq!(gone["result"]["isError"], json!(true), "{gone}");
 
     std::fs::write(&config, "[[component]]\npath = \"no-such.wasm\"\n").unwrap();
@@ -120,8 +136,15 @@ fn a_reload_under_calls_loses_nothing_and_a_bad_one_changes_nothing() {
         said.extend(raw.stderr_lines());
     }
     assert!(said.iter().any(|l| l.contains("no-such.wasm")), "{said:?}");
-    assert_eq!(names(&mut raw, 4), ["greet", "json_pointer", "sha256"]);
-    assert_eq!(greet(&mut raw, 5)["result"]["isError"], json!(false));
+    assert_eq!(
+        names(&mut raw, 4, &mut seen),
+        ["greet", "json_pointer", "sha256"]
+    );
+    assert_eq!(
+        greet(&mut raw, 5, &mut seen)["result"]["isError"],
+        json!(false)
+    );
+    assert_eq!(told(&seen), 1, "a refused reload tells nobody: {seen:?}");
     drop(raw);
 
     write_config(&config, &[&new, &guest("compute")]);

@@ -56,6 +56,8 @@ pub struct Shared {
     pub seal: Arc<StateSeal>,
     /// The MCP tasks this host runs.
     pub tasks: Arc<super::tasks::Tasks>,
+    /// The handshake-era sessions to tell when the tools change.
+    pub listeners: Arc<super::list_changed::Listeners>,
 }
 
 /// The MCP handler of one session.
@@ -167,6 +169,7 @@ impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
         let builder = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_logging();
         // The tasks extension, when some tool may run as a task.
         let tasks = (self.shared.runtime.registry().tools()).any(|t| t.task != TaskMode::Never);
@@ -209,6 +212,7 @@ impl ServerHandler for Session {
             ));
         }
         cx.peer.set_peer_info(request.clone());
+        self.shared.listeners.add(cx.peer.clone());
         // Operators (and tests) find the session's calls in the ledger under this run.
         tracing::info!(run_id = %self.run_id, "MCP session {} started", self.run_id);
         self.negotiate_initialize(&request)

@@ -29,6 +29,7 @@ pub mod frames;
 pub mod handler;
 pub mod http;
 pub mod jwks;
+pub mod list_changed;
 pub mod logging;
 pub mod mapping;
 pub mod mrtr;
@@ -85,6 +86,7 @@ impl Shared {
             tracker: TaskTracker::new(),
             seal: Arc::new(seal),
             tasks,
+            listeners: Default::default(),
         }
     }
 

@@ -42,7 +42,7 @@ pub(super) async fn serve(
     warn(&rt.registry());
     warn_descriptors(rt.sandbox().descriptors());
     let shared = crate::serve::Shared::new(std::sync::Arc::new(rt), &config.serve);
-    let _reloads = match reload_on_hangup(source.clone(), shared.runtime.clone()) {
+    let _reloads = match reload_on_hangup(source.clone(), shared.clone()) {
         Ok(guard) => guard,
         Err(code) => return code,
     };
@@ -80,7 +80,7 @@ pub(super) async fn serve(
 /// that fails is logged and counted, and the running tools stay. Stops when the guard drops.
 fn reload_on_hangup(
     source: super::Source,
-    runtime: Arc<Runtime>,
+    shared: crate::serve::Shared,
 ) -> Result<tokio_util::sync::DropGuard, ExitCode> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangups = signal(SignalKind::hangup())
@@ -93,7 +93,7 @@ fn reload_on_hangup(
                 _ = stopped.cancelled() => return,
                 got = hangups.recv() => if got.is_none() { return },
             }
-            let (source, rt) = (source.clone(), runtime.clone());
+            let (source, rt) = (source.clone(), shared.runtime.clone());
             let outcome = tokio::task::spawn_blocking(move || {
                 let config = source
                     .config()
@@ -105,10 +105,12 @@ fn reload_on_hangup(
             match outcome {
                 Ok(r) => {
                     crate::telemetry::metrics().reload("applied");
+                    let told = shared.listeners.tools_changed().await;
                     crate::telemetry::say(
                         tracing::Level::INFO,
                         format!(
-                            "reloaded: {} tools (added: {:?}, removed: {:?}, replaced: {:?})",
+                            "reloaded: {} tools (added: {:?}, removed: {:?}, replaced: {:?}); \
+                             {told} sessions told",
                             r.tools, r.added, r.removed, r.replaced
                         ),
                     );
