@@ -75,47 +75,30 @@ impl OciClient {
     }
 
     /// [`OciClient::pull`] each of `wanted` in turn, from a caller that is not async (or is,
-    /// on another runtime): the requests run on a runtime of their own, on a thread of their
-    /// own. The first failure is returned with the index of its component.
+    /// on another runtime). The first failure is returned with the index of its component.
     pub fn pull_all_blocking(
         &self,
         wanted: &[Wanted],
         resolve_tags: bool,
         store: Option<&Store>,
     ) -> Result<Vec<Pulled>, (usize, OciError)> {
-        if wanted.is_empty() {
+        let Some(first) = wanted.first() else {
             return Ok(Vec::new());
-        }
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| {
-                            (
-                                0,
-                                OciError::Unreachable {
-                                    registry: wanted[0].reference.registry.clone(),
-                                    message: format!("no runtime for the request: {e}"),
-                                },
-                            )
-                        })?;
-                    rt.block_on(async {
-                        let mut out = Vec::with_capacity(wanted.len());
-                        for (i, w) in wanted.iter().enumerate() {
-                            let p = self
-                                .pull(w, resolve_tags, store)
-                                .await
-                                .map_err(|e| (i, e))?;
-                            out.push(p);
-                        }
-                        Ok(out)
-                    })
-                })
-                .join()
-                .expect("the pull thread does not panic")
-        })
+        };
+        on_own_thread(
+            || async {
+                let mut out = Vec::with_capacity(wanted.len());
+                for (i, w) in wanted.iter().enumerate() {
+                    out.push(
+                        self.pull(w, resolve_tags, store)
+                            .await
+                            .map_err(|e| (i, e))?,
+                    );
+                }
+                Ok(out)
+            },
+            |e| (0, no_runtime(&first.reference, e)),
+        )
     }
 
     /// [`OciClient::push_signature`] from a caller that is not async.
@@ -125,39 +108,48 @@ impl OciClient {
         payload: &[u8],
         signature: &str,
     ) -> Result<(), OciError> {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| OciError::Unreachable {
-                            registry: r.registry.clone(),
-                            message: format!("no runtime for the request: {e}"),
-                        })?
-                        .block_on(self.push_signature(r, payload, signature))
-                })
-                .join()
-                .expect("the push thread does not panic")
-        })
+        on_own_thread(
+            || self.push_signature(r, payload, signature),
+            |e| no_runtime(r, e),
+        )
     }
 
     /// [`OciClient::push`] from a caller that is not async.
     pub fn push_blocking(&self, component: &[u8], r: &Reference) -> Result<Sha256Digest, OciError> {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| OciError::Unreachable {
-                            registry: r.registry.clone(),
-                            message: format!("no runtime for the request: {e}"),
-                        })?
-                        .block_on(self.push(component, r))
-                })
-                .join()
-                .expect("the push thread does not panic")
-        })
+        on_own_thread(|| self.push(component, r), |e| no_runtime(r, e))
+    }
+}
+
+/// Run the future `work` makes on a current-thread runtime of its own, on a thread of its own,
+/// and wait for it: callers that are not async, or are on another runtime, can use it.
+fn on_own_thread<T, E, F>(
+    work: impl FnOnce() -> F + Send,
+    no_runtime: impl FnOnce(std::io::Error) -> E + Send,
+) -> Result<T, E>
+where
+    F: std::future::Future<Output = Result<T, E>>,
+    T: Send,
+    E: Send,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt.block_on(work()),
+                    Err(e) => Err(no_runtime(e)),
+                }
+            })
+            .join()
+            .expect("the request thread does not panic")
+    })
+}
+
+fn no_runtime(r: &Reference, e: std::io::Error) -> OciError {
+    OciError::Unreachable {
+        registry: r.registry.clone(),
+        message: format!("no runtime for the request: {e}"),
     }
 }

@@ -282,9 +282,15 @@ impl ServerHandler for Session {
         cx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
         let _span = request_span("server/discover", &cx, None).entered();
+        let mut info = self.get_info();
+        // A 2026-07-28 client is not told of a reload (there is no `subscriptions/listen`), so
+        // it is not promised `listChanged`; handshake-era sessions are (`list_changed.rs`).
+        if let Some(tools) = info.capabilities.tools.as_mut() {
+            tools.list_changed = None;
+        }
         Ok(rmcp::model::DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
-            self.get_info(),
+            info,
         ))
     }
 

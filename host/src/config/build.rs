@@ -110,13 +110,7 @@ impl Config {
         } = check(self, epochs)?;
         let data = self.data_dir();
         // Side effects from here on.
-        let store = self.oci_store();
-        for p in pulled.values() {
-            p.save(&store).map_err(|source| StartError::Pull {
-                reference: p.reference.to_string(),
-                source,
-            })?;
-        }
+        store_pulled(self, &pulled)?;
         registry.save_cache();
         let ledger = self.ledger.open(&data, &self.base_dir)?;
         ledger.recover()?;
@@ -138,6 +132,21 @@ impl Config {
             run: self.run,
         }))
     }
+}
+
+/// Keep what was pulled in the config's store (a side effect: after every check passed).
+pub(super) fn store_pulled(
+    config: &Config,
+    pulled: &BTreeMap<String, Pulled>,
+) -> Result<(), StartError> {
+    let store = config.oci_store();
+    for p in pulled.values() {
+        p.save(&store).map_err(|source| StartError::Pull {
+            reference: p.reference.to_string(),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 /// A config checked through its components, with nothing written yet.

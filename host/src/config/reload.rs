@@ -8,7 +8,7 @@
 //! only; a reload that needs an engine larger than the one running (a higher memory or table
 //! ceiling) is refused, since the engine is sized once.
 
-use super::build::{load_tools, StartError, Tags};
+use super::build::{load_tools, store_pulled, StartError, Tags};
 use super::{engine_settings, Config};
 use crate::registry::lock::Lock;
 use crate::Runtime;
@@ -74,16 +74,9 @@ pub fn reload(config: &Config, rt: &Runtime) -> Result<Reloaded, ReloadError> {
         lock.check(path, &registry.lock())
             .map_err(StartError::from)?;
     }
-    let store = config.oci_store();
-    for p in pulled.values() {
-        p.save(&store).map_err(|source| StartError::Pull {
-            reference: p.reference.to_string(),
-            source,
-        })?;
-    }
+    store_pulled(config, &pulled)?;
     registry.save_cache();
     let before = rt.registry();
-    let digest = |r: &crate::Registry, name: &str| r.get(name).map(|t| t.definition_digest.clone());
     let mut done = Reloaded {
         added: Vec::new(),
         removed: Vec::new(),
@@ -91,13 +84,11 @@ pub fn reload(config: &Config, rt: &Runtime) -> Result<Reloaded, ReloadError> {
         tools: registry.tools().count(),
     };
     for t in registry.tools() {
-        match digest(&before, t.name.as_str()) {
+        match before.get(t.name.as_str()) {
             None => done.added.push(t.name.to_string()),
-            Some(d)
-                if d != t.definition_digest
-                    || before
-                        .get(t.name.as_str())
-                        .is_some_and(|b| b.component_digest != t.component_digest) =>
+            Some(b)
+                if b.definition_digest != t.definition_digest
+                    || b.component_digest != t.component_digest =>
             {
                 done.replaced.push(t.name.to_string())
             }
