@@ -36,20 +36,6 @@ impl Reference {
             digest: Some(digest.clone()),
         }
     }
-
-    /// The same repository, at `tag` (no digest).
-    pub fn tagged(&self, tag: &str) -> Reference {
-        Reference {
-            tag: Some(tag.to_string()),
-            digest: None,
-            ..self.clone()
-        }
-    }
-
-    /// Whether the registry is this machine (`localhost`, `127.0.0.0/8`, `[::1]`).
-    pub fn is_loopback(&self) -> bool {
-        is_loopback_host(&self.registry)
-    }
 }
 
 /// Whether `host[:port]` names this machine.
@@ -200,18 +186,20 @@ mod tests {
         assert_eq!(r.tag.as_deref(), Some("1.0"));
         assert_eq!(r.digest.as_ref().map(|d| d.as_str()), Some(D));
         assert_eq!(r.to_string(), format!("127.0.0.1:5000/team/greet:1.0@{D}"));
-        assert!(r.is_loopback());
+        assert!(is_loopback_host(&r.registry));
         let t: Reference = "ghcr.io/a/b-c__d.e:v1".parse().unwrap();
         assert_eq!(
             (t.repository.as_str(), t.tag.as_deref()),
             ("a/b-c__d.e", Some("v1"))
         );
-        assert!(!t.is_loopback());
+        assert!(!is_loopback_host(&t.registry));
         assert_eq!(
             t.at(&Sha256Digest::of(b"abc")).to_string(),
             format!("ghcr.io/a/b-c__d.e@{D}")
         );
-        assert!("[::1]:5000/x:1".parse::<Reference>().unwrap().is_loopback());
+        assert!(is_loopback_host(
+            &"[::1]:5000/x:1".parse::<Reference>().unwrap().registry
+        ));
     }
 
     /// What is refused, each with a message that says what to write instead.

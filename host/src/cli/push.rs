@@ -10,8 +10,8 @@ use super::report::{usage_error, usage_message};
 use super::EXIT_NOT_COMPLETED;
 use crate::oci::{OciClient, OciConfig, Reference};
 
-/// Push `component` to `reference` (a tag, or a repository to push by digest alone) and print
-/// the reference by digest that a config pins. The config is optional: without one, the
+/// Push `component` to `reference` (`registry/repository:tag`) and print the reference by
+/// digest that a config pins. The config is optional: without one, the
 /// registry gets HTTPS and the Docker credential file's credentials.
 pub(super) fn push(config: &Path, component: &Path, reference: &str) -> ExitCode {
     let client = match client(config) {
