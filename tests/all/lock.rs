@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::support::{greet_ada as greet, guest, redescribe_greet, toml_path, toolhost};
 
@@ -171,8 +170,7 @@ fn the_ledger_records_which_code_each_call_ran() {
     let out = toolhost(&["ledger", "--config", config.to_str().unwrap()]);
     assert_eq!(out.status, 0, "{}", out.stderr);
     let row = &out.json()[0];
-    let bytes = std::fs::read(&wasm).unwrap();
-    let sha = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    let sha = crate::support::sha256_of(&wasm);
     assert_eq!(row["component_digest"], json!(sha));
     let lock_text = std::fs::read_to_string(config.with_extension("lock")).unwrap();
     let definition = row["definition_digest"].as_str().unwrap();

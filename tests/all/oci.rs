@@ -9,9 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
-use crate::support::{greet_ada, guest, redescribe_greet, shared_cache, toml_path, toolhost};
+use crate::support::{
+    greet_ada, guest, redescribe_greet, sha256_of, shared_cache, toml_path, toolhost,
+};
 
 /// A `docker-registry serve` on a loopback port, with its storage in a temporary directory;
 /// stopped when dropped.
@@ -107,13 +108,6 @@ pub fn push(config: &Path, file: &Path, reference: &str) -> String {
     assert_eq!(out.status, 0, "{}", out.stderr);
     let v = out.json();
     v["digest"].as_str().unwrap().to_string()
-}
-
-fn sha256_of(path: &Path) -> String {
-    format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
-    )
 }
 
 fn description(config: &Path) -> Value {

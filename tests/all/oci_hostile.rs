@@ -9,10 +9,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use crate::oci::oci_config;
-use crate::support::{greet_ada, guest};
+use crate::support::{greet_ada, guest, sha256_digest as sha256, toolhost};
 
 /// How the scripted registry answers one kind of request.
 #[derive(Clone)]
@@ -30,10 +29,6 @@ enum Answer {
 struct Script {
     manifest: Answer,
     blob: Answer,
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// An OCI manifest with these layers, each `(media type, digest, size)`.
@@ -317,4 +312,38 @@ fn a_redirect_to_another_host_is_refused_unless_allowed() {
     std::fs::write(&config, text).unwrap();
     let out = greet_ada(&config);
     assert_eq!(out.status, 0, "{}", out.stderr);
+}
+
+/// `sign --oci` adds to the signatures already in the registry; when what is there does not
+/// read as a signature manifest, it refuses and uploads nothing rather than replace it.
+#[test]
+fn a_signature_manifest_that_does_not_read_is_never_replaced() {
+    let (m, wasm) = template();
+    let addr = serve(
+        "127.0.0.1",
+        Script {
+            manifest: body(br#"{"layers": 5}"#.to_vec()),
+            blob: body(wasm),
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &addr, &sha256(&m), "");
+    let key = dir.path().join("team");
+    assert_eq!(toolhost(&["keygen", key.to_str().unwrap()]).status, 0);
+    let out = toolhost(&[
+        "sign",
+        "--key",
+        key.with_extension("key").to_str().unwrap(),
+        "--oci",
+        &format!("{addr}/evil/tool@{}", sha256(&m)),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("not a signature manifest; nothing was added"),
+        "{}",
+        out.stderr
+    );
 }

@@ -7,10 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::mcp::Raw;
-use crate::support::{guest, redescribe_greet, shared_cache, toml_path, toolhost};
+use crate::support::{guest, redescribe_greet, sha256_of, shared_cache, toml_path, toolhost};
 
 fn write_config(config: &Path, components: &[&Path]) {
     let mut text = format!(
@@ -48,13 +47,6 @@ fn greet(raw: &mut Raw, id: u64, seen: &mut Vec<Value>) -> Value {
     raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "greet", "arguments": {"name": "Ada"}}}));
     raw.response(&json!(id), seen)
-}
-
-fn sha256_of(p: &Path) -> String {
-    format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(std::fs::read(p).unwrap()))
-    )
 }
 
 /// While a client calls `greet` one call after another, a reload replaces `greet`'s component,

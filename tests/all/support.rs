@@ -302,6 +302,17 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String, String) {
     (status, content_type, body.to_string())
 }
 
+/// `sha256:` and the hex SHA-256 of `bytes`: a digest as lock files and ledger rows write it.
+pub fn sha256_digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+/// The [`sha256_digest`] of the file at `path`.
+pub fn sha256_of(path: &Path) -> String {
+    sha256_digest(&std::fs::read(path).unwrap())
+}
+
 /// `toolhost call --config CONFIG greet {"name":"Ada"}` (the template component's tool).
 pub fn greet_ada(config: &Path) -> Cli {
     toolhost(&[

@@ -18,6 +18,10 @@ pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 256 * 1024;
 pub const DEFAULT_MAX_BLOB_BYTES: u64 = 256 * 1024 * 1024;
 /// The default time one component's fetch may take, from the first request to the last byte.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// How a refusal names the manifest cap.
+pub(crate) const MANIFEST_CAP: &str = "`[oci] max_manifest_bytes`";
+/// How a refusal names the component cap.
+pub(crate) const BLOB_CAP: &str = "`[oci] max_blob_bytes`";
 /// The most redirects one request follows.
 pub const MAX_REDIRECTS: usize = 5;
 

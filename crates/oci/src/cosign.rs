@@ -12,6 +12,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use toolhost_contract::Sha256Digest;
 
+use super::config::MANIFEST_CAP;
 use super::error::OciError;
 use super::reference::Reference;
 use super::session::{read_capped, Body, Session};
@@ -102,7 +103,7 @@ pub(crate) async fn fetch(
         Err(OciError::NotFound { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let bytes = read_capped(resp, max_manifest, &what, "max_manifest_bytes").await?;
+    let bytes = read_capped(resp, max_manifest, &what, MANIFEST_CAP).await?;
     let m: SignatureManifest =
         serde_json::from_slice(&bytes).map_err(|e| OciError::NotAComponent {
             reference: what.clone(),
@@ -127,7 +128,13 @@ pub(crate) async fn fetch(
         let what = format!("signature payload {digest} of {r}");
         let url = s.url(&format!("{}/blobs/{digest}", r.repository));
         let resp = s.send(Method::GET, url, None, None, &what).await?;
-        let payload = read_capped(resp, MAX_PAYLOAD_BYTES, &what, "max_manifest_bytes").await?;
+        let payload = read_capped(
+            resp,
+            MAX_PAYLOAD_BYTES,
+            &what,
+            "fixed for a signature payload",
+        )
+        .await?;
         if Sha256Digest::of(&payload) != digest {
             return Err(OciError::DigestMismatch {
                 what,
@@ -164,18 +171,22 @@ impl OciClient {
             .await
         {
             Ok(resp) => {
-                let bytes = read_capped(
-                    resp,
-                    self.config.max_manifest_bytes(),
-                    &what,
-                    "max_manifest_bytes",
-                )
-                .await?;
+                let bytes =
+                    read_capped(resp, self.config.max_manifest_bytes(), &what, MANIFEST_CAP)
+                        .await?;
+                // Signatures already there are kept; a manifest that does not read is never
+                // replaced, or they would be lost.
                 let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-                v.get("layers")
-                    .and_then(|l| l.as_array())
-                    .cloned()
-                    .unwrap_or_default()
+                match v.get("layers") {
+                    Some(serde_json::Value::Array(layers)) => layers.clone(),
+                    None if v.is_object() => Vec::new(),
+                    _ => {
+                        return Err(OciError::NotAComponent {
+                            reference: what,
+                            message: "not a signature manifest; nothing was added".into(),
+                        })
+                    }
+                }
             }
             Err(OciError::NotFound { .. }) => Vec::new(),
             Err(e) => return Err(e),

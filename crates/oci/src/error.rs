@@ -21,11 +21,12 @@ pub enum OciError {
          `[oci.registries.\"{registry}\"]` or the Docker credential file"
     )]
     Unauthorized { registry: String, status: u16 },
-    #[error("{what} is larger than the {cap}-byte cap (`[oci] {key}`)")]
+    /// `limit` names the cap: an `[oci]` key, or a fixed one.
+    #[error("{what} is larger than the {cap}-byte cap ({limit})")]
     TooLarge {
         what: String,
         cap: u64,
-        key: &'static str,
+        limit: &'static str,
     },
     #[error("{what}: the registry sent bytes whose digest is {got}, not {expected}")]
     DigestMismatch {

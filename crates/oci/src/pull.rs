@@ -6,6 +6,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use toolhost_contract::Sha256Digest;
 
+use super::config::{BLOB_CAP, MANIFEST_CAP};
 use super::cosign::{self, CosignSignature};
 use super::error::OciError;
 use super::reference::Reference;
@@ -41,11 +42,12 @@ pub enum Origin {
 impl Pulled {
     /// Keep the manifest and the component in `store`, for restarts without the registry.
     pub fn save(&self, store: &Store) -> Result<(), OciError> {
-        if let Some(s) = &self.signatures {
-            store.put_signatures(&self.manifest, s)?;
-        }
+        // Read from the store, signatures included: nothing to write back.
         if self.origin == Origin::Store {
             return Ok(());
+        }
+        if let Some(s) = &self.signatures {
+            store.put_signatures(&self.manifest, s)?;
         }
         store.put(&self.manifest, &self.manifest_bytes)?;
         store.put(&self.component, &self.bytes)
@@ -138,7 +140,7 @@ impl OciClient {
         let resp = s
             .send(Method::GET, url, Some(OCI_MANIFEST), None, &what)
             .await?;
-        let manifest_bytes = read_capped(resp, max_manifest, &what, "max_manifest_bytes").await?;
+        let manifest_bytes = read_capped(resp, max_manifest, &what, MANIFEST_CAP).await?;
         let manifest = Sha256Digest::of(&manifest_bytes);
         if let Some(d) = by_digest {
             check_digest(&what, d, &manifest)?;
@@ -147,7 +149,7 @@ impl OciClient {
         let what = format!("component {layer} of {r}");
         let url = s.url(&format!("{}/blobs/{layer}", r.repository));
         let resp = s.send(Method::GET, url, None, None, &what).await?;
-        let bytes = read_capped(resp, max_blob, &what, "max_blob_bytes").await?;
+        let bytes = read_capped(resp, max_blob, &what, BLOB_CAP).await?;
         check_digest(&what, &layer, &Sha256Digest::of(&bytes))?;
         let signatures = match w.signatures {
             true => Some(cosign::fetch(&mut s, r, &manifest, max_manifest).await?),
@@ -222,7 +224,7 @@ fn wasm_layer(r: &Reference, bytes: &[u8], max_blob: u64) -> Result<Sha256Digest
         return Err(OciError::TooLarge {
             what: format!("component of {r} ({} bytes)", layer.size),
             cap: max_blob,
-            key: "max_blob_bytes",
+            limit: BLOB_CAP,
         });
     }
     Sha256Digest::try_from(layer.digest.clone())

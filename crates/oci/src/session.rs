@@ -264,7 +264,7 @@ impl Session {
             resp,
             MAX_TOKEN_BYTES,
             "the token answer",
-            "max_manifest_bytes",
+            "fixed for a token answer",
         )
         .await?;
         let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| unauthorized())?;
@@ -336,12 +336,12 @@ pub(crate) async fn read_capped(
     mut resp: reqwest::Response,
     cap: u64,
     what: &str,
-    key: &'static str,
+    limit: &'static str,
 ) -> Result<Vec<u8>, OciError> {
     let too_large = || OciError::TooLarge {
         what: what.to_string(),
         cap,
-        key,
+        limit,
     };
     if resp.content_length().is_some_and(|n| n > cap) {
         return Err(too_large());

@@ -24,6 +24,11 @@ impl Store {
         Store { dir: dir.into() }
     }
 
+    /// Where the store is.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn path(&self, d: &Sha256Digest) -> PathBuf {
         self.dir.join("sha256").join(d.hex())
     }

@@ -157,7 +157,7 @@ impl Config {
                 "max_blob_bytes": self.oci.max_blob_bytes(),
                 "timeout_secs": self.oci.timeout().as_secs(),
                 "docker_credentials": self.oci.docker_credentials.unwrap_or(true),
-                "store": self.data_dir().join("oci").display().to_string(),
+                "store": self.oci_store().dir().display().to_string(),
                 "registries": self.oci.registries.iter().map(|(host, r)| {
                     (host.clone(), json!({
                         "insecure": r.insecure,
