@@ -472,7 +472,12 @@ impl Raw {
 
     /// [`Raw::start`] with the server's descriptor limit set to `nofile`.
     pub(crate) fn start_limited(config: &Path, nofile: Option<u32>) -> Raw {
-        let mut child = crate::support::serve_stdio_limited(config, nofile);
+        Raw::start_with(config, nofile, &[])
+    }
+
+    /// [`Raw::start_limited`] with `extra` arguments after `serve`.
+    pub(crate) fn start_with(config: &Path, nofile: Option<u32>, extra: &[&str]) -> Raw {
+        let mut child = crate::support::serve_stdio_with(config, nofile, extra);
         let stdin = child.stdin.take();
         Raw {
             lines: line_reader(child.stdout.take().unwrap()),

@@ -11,11 +11,19 @@ use serde_json::{json, Value};
 use crate::mcp_stateless::{call, modern};
 use crate::support::{guest, http_get, line_reader, own_data, repo, temp_config, toml_path};
 
-/// A server with its MCP and metrics addresses; killed when dropped.
-struct Server {
+/// A server with its MCP and metrics addresses and its stderr lines; killed when dropped.
+pub(crate) struct Server {
     child: Child,
-    mcp: String,
-    ops: String,
+    pub(crate) mcp: String,
+    pub(crate) ops: String,
+    pub(crate) log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for Server {
@@ -25,7 +33,7 @@ impl Drop for Server {
     }
 }
 
-fn start(config: &std::path::Path) -> Server {
+pub(crate) fn start(config: &std::path::Path) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .args([
             "serve",
@@ -59,11 +67,12 @@ fn start(config: &std::path::Path) -> Server {
         child,
         mcp: mcp.expect("the MCP address is announced"),
         ops: ops.expect("the metrics address is announced"),
+        log: rx,
     }
 }
 
 /// Every sample of a scrape, as the Prometheus parser read it.
-fn scrape(ops: &str) -> Vec<Value> {
+pub(crate) fn scrape(ops: &str) -> Vec<Value> {
     let out = Command::new(crate::mcp::python())
         .arg(repo().join("tests/mcp/metrics.py"))
         .arg(format!("http://{ops}/metrics"))
@@ -86,7 +95,7 @@ fn scrape(ops: &str) -> Vec<Value> {
 }
 
 /// The value of sample `name` with exactly these labels (0 when absent).
-fn value(samples: &[Value], name: &str, labels: Value) -> f64 {
+pub(crate) fn value(samples: &[Value], name: &str, labels: Value) -> f64 {
     samples
         .iter()
         .find(|s| s["name"] == name && s["labels"] == labels)

@@ -221,3 +221,63 @@ fn a_tag_runs_only_as_the_lock_pinned_it() {
         json!("Greets someone, from a moved tag.")
     );
 }
+
+/// The README's "Publishing a tool to a registry" commands, run as written against a loopback
+/// registry (its address for `ghcr.io`, the digest `push` printed for `sha256:…`): the push
+/// prints the reference by digest, the signature is made, and `verify` accepts it.
+#[test]
+fn the_readmes_publishing_commands_work_as_written() {
+    let registry = LocalRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let unused = format!("{}/unused@sha256:{}", registry.host, "0".repeat(64));
+    oci_config(dir.path(), &registry.host, &unused, "");
+    std::fs::copy(guest("template"), dir.path().join("greet.wasm")).unwrap();
+    std::fs::create_dir(dir.path().join("keys")).unwrap();
+    let out = toolhost(&["keygen", dir.path().join("keys/team").to_str().unwrap()]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    let readme = std::fs::read_to_string(crate::support::repo().join("README.md")).unwrap();
+    let section = readme
+        .split("### Publishing a tool to a registry")
+        .nth(1)
+        .expect("the README's publishing section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("its sh block");
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(lines.len(), 3, "push, sign, verify: {block}");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_toolhost"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |line: String| {
+        let out = Command::new("bash")
+            .args(["-c", &line])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        );
+        assert!(out.status.success(), "{line}: {stderr}");
+        stdout
+    };
+    let here = |line: &str| line.replace("ghcr.io", &registry.host);
+    let pushed: Value = serde_json::from_str(&run(here(lines[0]))).unwrap();
+    let digest = pushed["digest"].as_str().unwrap();
+    assert_eq!(
+        pushed["reference"],
+        json!(format!("{}/team/greet@{digest}", registry.host))
+    );
+    for line in &lines[1..] {
+        run(here(line).replace("sha256:…", digest));
+    }
+}

@@ -249,10 +249,17 @@ pub fn toolhost_command(nofile: Option<u32>) -> Command {
 
 /// [`serve_stdio`], started with its descriptor limit (soft and hard) set to `nofile`.
 pub fn serve_stdio_limited(config: &Path, nofile: Option<u32>) -> std::process::Child {
+    serve_stdio_with(config, nofile, &[])
+}
+
+/// [`serve_stdio_limited`] with `extra` arguments after `serve`.
+pub fn serve_stdio_with(config: &Path, nofile: Option<u32>, extra: &[&str]) -> std::process::Child {
     use std::process::Stdio;
     let mut command = toolhost_command(nofile);
     command
-        .args(["serve", "--config"])
+        .arg("serve")
+        .args(extra)
+        .arg("--config")
         .arg(config)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

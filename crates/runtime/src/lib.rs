@@ -71,12 +71,11 @@ const READY_PROBE: &str = "toolhost-readyz-probe";
 ///   ([`ledger_reads`](Runtime::ledger_reads)) and the counts.
 pub struct Runtime {
     sandbox: Sandbox,
-    /// The tools served now; [`Runtime::replace_registry`] swaps in another set while calls
-    /// that already hold a tool finish on it.
-    registry: std::sync::RwLock<Arc<Registry>>,
+    /// The tools and the rules served now; [`Runtime::replace_served`] swaps in another pair
+    /// while calls that already hold a tool finish on it.
+    served: std::sync::RwLock<Served>,
     diagnostics: Diagnostics,
     ledger: Ledger,
-    policy: Policy,
     approval_key: ApprovalKey,
     approval_ttl: u64,
     /// Who may approve a tool that does not say.
@@ -95,6 +94,14 @@ pub struct Runtime {
     waiting_duplicates: std::sync::atomic::AtomicUsize,
     /// Per-call work done once, counted ([`Runtime::work`]).
     work: prepared::WorkCounts,
+}
+
+/// The tools and the authorization rules served together: one read gives both, and a reload
+/// replaces both at once.
+#[derive(Clone)]
+struct Served {
+    registry: Arc<Registry>,
+    policy: Arc<Policy>,
 }
 
 /// Why an approval could not be minted.
@@ -140,10 +147,12 @@ impl Runtime {
         let run = parts.run;
         Runtime {
             sandbox: parts.sandbox,
-            registry: std::sync::RwLock::new(Arc::new(parts.registry)),
+            served: std::sync::RwLock::new(Served {
+                registry: Arc::new(parts.registry),
+                policy: Arc::new(parts.policy),
+            }),
             diagnostics: parts.diagnostics,
             ledger: parts.ledger,
-            policy: parts.policy,
             approval_key: parts.approval_key,
             approval_ttl: parts.approval_ttl,
             approvers: parts.approvers,
@@ -179,21 +188,32 @@ impl Runtime {
 
     /// The tools this runtime serves now: a snapshot, kept whole however long it is held.
     pub fn registry(&self) -> Arc<Registry> {
-        self.registry
+        self.served().registry
+    }
+
+    /// The tools and the rules served now, from one read.
+    fn served(&self) -> Served {
+        self.served
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 
-    /// Serve `next` from now on, and return the set it replaces. A call prepared before holds
-    /// its tool (and the compiled component under it) until it ends; every call prepared
-    /// after sees only `next`. `next` must have been loaded into this runtime's sandbox.
-    pub fn replace_registry(&self, next: Registry) -> Arc<Registry> {
+    /// Serve `registry` under `policy` from now on, and return the tools they replace. A call
+    /// prepared before holds its tool (and the compiled component under it) until it ends, and
+    /// is authorized by the rules in force when it reaches that stage; every call prepared
+    /// after sees only the new pair. `registry` must have been loaded into this runtime's
+    /// sandbox.
+    pub fn replace_served(&self, registry: Registry, policy: Policy) -> Arc<Registry> {
+        let next = Served {
+            registry: Arc::new(registry),
+            policy: Arc::new(policy),
+        };
         let mut current = self
-            .registry
+            .served
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        std::mem::replace(&mut *current, Arc::new(next))
+        std::mem::replace(&mut *current, next).registry
     }
 
     /// Where host faults are recorded in detail.
@@ -214,9 +234,9 @@ impl Runtime {
         }
     }
 
-    /// The authorization rules.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
+    /// The authorization rules in force now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.served().policy
     }
 
     /// Sandbox executions since this runtime started (calls that reached the execute stage).

@@ -87,10 +87,11 @@ impl Runtime {
     /// Work out `call`'s tool for `caller` and its canonical form, once; the pipeline and the
     /// front door read both from the result.
     pub fn prepare(&self, caller: &Caller, call: &ToolCall) -> Prepared {
-        let registered = self.registry().shared(&call.name);
+        let served = self.served();
+        let registered = served.registry.shared(&call.name);
         let visible = registered
             .as_deref()
-            .is_some_and(|t| self.policy.may_see(caller, t.name.as_str(), t.risk));
+            .is_some_and(|t| served.policy.may_see(caller, t.name.as_str(), t.risk));
         self.work.resolved();
         Prepared {
             registered,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolhost_contract::Caller;
+use toolhost_policy::Policy;
 use toolhost_registry::{Registry, Tool};
 
 use super::Runtime;
@@ -16,15 +17,19 @@ pub struct Visibility<'a> {
     caller: &'a Caller,
     /// The tools served when the view was taken (a reload does not change a view).
     registry: Arc<Registry>,
+    /// The rules served with them.
+    policy: Arc<Policy>,
 }
 
 impl Runtime {
     /// The tools as `caller` sees them.
     pub fn visibility<'a>(&'a self, caller: &'a Caller) -> Visibility<'a> {
+        let served = self.served();
         Visibility {
             rt: self,
             caller,
-            registry: self.registry(),
+            registry: served.registry,
+            policy: served.policy,
         }
     }
 }
@@ -32,28 +37,29 @@ impl Runtime {
 impl<'a> Visibility<'a> {
     /// Each tool the policy could allow the caller with some arguments (`Policy::may_see`).
     pub fn tools(&self) -> impl Iterator<Item = &Tool> + '_ {
-        let (rt, caller) = (self.rt, self.caller);
+        let (policy, caller) = (&self.policy, self.caller);
         self.registry
             .tools()
-            .filter(move |t| rt.policy.may_see(caller, t.name.as_str(), t.risk))
+            .filter(move |t| policy.may_see(caller, t.name.as_str(), t.risk))
     }
 
     /// The tool `name`: `None` when there is none, or when the policy hides it from the
     /// caller — the two are answered alike.
     pub fn tool(&self, name: &str) -> Option<&Tool> {
-        let rt = self.rt;
-        rt.work.resolved();
+        self.rt.work.resolved();
         self.registry
             .get(name)
-            .filter(|t| rt.policy.may_see(self.caller, t.name.as_str(), t.risk))
+            .filter(|t| self.policy.may_see(self.caller, t.name.as_str(), t.risk))
     }
 
     /// The input schema `tool` is shown with: its own, narrowed by the argument constraints of
     /// the rules that allow the caller ([`toolhost_policy::Policy::narrowing`]), so a caller
     /// confined to `projects/alice/` is told so before it calls.
     pub fn input_schema<'t>(&self, tool: &'t Tool) -> Cow<'t, Value> {
-        let policy = &self.rt.policy;
-        match policy.narrowing(self.caller, tool.name.as_str(), tool.risk) {
+        match self
+            .policy
+            .narrowing(self.caller, tool.name.as_str(), tool.risk)
+        {
             Some(narrowing) => {
                 Cow::Owned(toolhost_policy::narrowed(&tool.input_schema, &narrowing))
             }

@@ -9,6 +9,7 @@
 //! allowed_origins = []                # browser origins; besides them only the server's own
 //!                                     # (loopback bind) pass an Origin check
 //! task_ttl_secs = 3600                # how long an MCP task is kept (default 3600)
+//! tools_list_ttl_secs = 60            # how long a 2026-07-28 client may cache tools/list
 //! open_tasks_per_caller = 32          # open MCP tasks per principal and tenant (default 32)
 //! task_bytes_per_caller = 8388608     # their arguments together, in bytes (default 8 MiB)
 //! connections_per_principal = 64     # open HTTP connections per principal (default 64)
@@ -59,6 +60,10 @@ pub struct ServeConfig {
     /// ledger). From 1 to 86400; default 3600.
     #[serde(default = "default_task_ttl")]
     pub task_ttl_secs: u64,
+    /// Seconds a 2026-07-28 client may keep a `tools/list` answer (its `ttlMs`): a reload is
+    /// seen by such a client at most this late. From 0 (never cached) to 86400; default 60.
+    #[serde(default = "default_tools_list_ttl")]
+    pub tools_list_ttl_secs: u64,
     /// MCP tasks one caller (principal and tenant) may hold open at once, on every host of
     /// the ledger: a task is open until its call ends (other than waiting for approval), it
     /// is cancelled, or it expires. Past it, a call of a task tool is refused `rate_limited`.
@@ -114,6 +119,10 @@ fn default_task_ttl() -> u64 {
     super::tasks::DEFAULT_TASK_TTL_SECS
 }
 
+fn default_tools_list_ttl() -> u64 {
+    60
+}
+
 fn default_open_tasks() -> u32 {
     32
 }
@@ -144,6 +153,7 @@ impl Default for ServeConfig {
             stream_lifetime_secs: default_stream_lifetime(),
             session_idle_secs: default_session_idle(),
             task_ttl_secs: default_task_ttl(),
+            tools_list_ttl_secs: default_tools_list_ttl(),
             open_tasks_per_caller: default_open_tasks(),
             task_bytes_per_caller: default_task_bytes(),
             oauth: None,
@@ -261,6 +271,13 @@ impl ServeConfig {
             bad(
                 "serve.task_ttl_secs".into(),
                 "must be from 1 to 86400 seconds: a task is kept that long, then pruned",
+            );
+        }
+        if self.tools_list_ttl_secs > MAX_STREAM_LIFETIME_SECS {
+            bad(
+                "serve.tools_list_ttl_secs".into(),
+                "must be from 0 to 86400 seconds: a 2026-07-28 client may keep a tools/list \
+                 that long, and sees a reload no sooner",
             );
         }
         if !(1..=10_000).contains(&self.open_tasks_per_caller) {

@@ -42,10 +42,6 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
-/// How long a 2026-07-28 client may cache `tools/list` (`ttlMs`): the tool set is fixed for
-/// the life of the process, and a minute bounds what a client keeps after a redeploy.
-pub const TOOL_LIST_TTL_MS: u64 = 60_000;
-
 /// What every session of one server shares.
 #[derive(Clone)]
 pub struct Shared {
@@ -58,6 +54,9 @@ pub struct Shared {
     pub tasks: Arc<super::tasks::Tasks>,
     /// The handshake-era sessions to tell when the tools change.
     pub listeners: Arc<super::list_changed::Listeners>,
+    /// How long a 2026-07-28 client may keep a `tools/list` answer (`ttlMs`): the set changes
+    /// only on a reload, which such a client sees at most this late.
+    pub tools_list_ttl_ms: u64,
 }
 
 /// The MCP handler of one session.
@@ -311,7 +310,7 @@ impl ServerHandler for Session {
             .collect();
         let mut list = ListToolsResult::with_all_items(tools);
         if stateless::is_stateless(&cx) {
-            list.ttl_ms = Some(TOOL_LIST_TTL_MS);
+            list.ttl_ms = Some(self.shared.tools_list_ttl_ms);
             list.cache_scope = Some(rmcp::model::CacheScope::Private);
         }
         Ok(list)

@@ -87,6 +87,7 @@ impl Shared {
             seal: Arc::new(seal),
             tasks,
             listeners: Default::default(),
+            tools_list_ttl_ms: config.tools_list_ttl_secs.saturating_mul(1000),
         }
     }
 

@@ -171,7 +171,8 @@ pub(super) async fn run(command: Command) -> ExitCode {
             metrics,
             principal,
             tenant,
-        } => serve(&source, http, metrics, principal, tenant).await,
+            watch,
+        } => serve(&source, http, metrics, principal, tenant, watch).await,
         Command::Agent {
             source,
             identity,

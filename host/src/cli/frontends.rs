@@ -15,6 +15,7 @@ pub(super) async fn serve(
     metrics: Option<std::net::SocketAddr>,
     principal: Option<String>,
     tenant: Option<String>,
+    watch: bool,
 ) -> ExitCode {
     let mut config = match source.config() {
         Ok(c) => c,
@@ -42,7 +43,7 @@ pub(super) async fn serve(
     warn(&rt.registry());
     warn_descriptors(rt.sandbox().descriptors());
     let shared = crate::serve::Shared::new(std::sync::Arc::new(rt), &config.serve);
-    let _reloads = match reload_on_hangup(source.clone(), shared.clone()) {
+    let _reloads = match super::reloads::start(source.clone(), shared.clone(), watch) {
         Ok(guard) => guard,
         Err(code) => return code,
     };
@@ -74,58 +75,6 @@ pub(super) async fn serve(
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => usage_error(&e),
     }
-}
-
-/// On each `SIGHUP`, read the config again and swap in its tools (`config::reload`); a reload
-/// that fails is logged and counted, and the running tools stay. Stops when the guard drops.
-fn reload_on_hangup(
-    source: super::Source,
-    shared: crate::serve::Shared,
-) -> Result<tokio_util::sync::DropGuard, ExitCode> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups = signal(SignalKind::hangup())
-        .map_err(|e| super::report::usage_message(format!("cannot watch for SIGHUP: {e}")))?;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = stopped.cancelled() => return,
-                got = hangups.recv() => if got.is_none() { return },
-            }
-            let (source, rt) = (source.clone(), shared.runtime.clone());
-            let outcome = tokio::task::spawn_blocking(move || {
-                let config = source
-                    .config()
-                    .map_err(|e| crate::contract::error_chain(&e))?;
-                crate::config::reload(&config, &rt).map_err(|e| crate::contract::error_chain(&e))
-            })
-            .await
-            .unwrap_or_else(|e| Err(format!("the reload stopped: {e}")));
-            match outcome {
-                Ok(r) => {
-                    crate::telemetry::metrics().reload("applied");
-                    let told = shared.listeners.tools_changed().await;
-                    crate::telemetry::say(
-                        tracing::Level::INFO,
-                        format!(
-                            "reloaded: {} tools (added: {:?}, removed: {:?}, replaced: {:?}); \
-                             {told} sessions told",
-                            r.tools, r.added, r.removed, r.replaced
-                        ),
-                    );
-                }
-                Err(why) => {
-                    crate::telemetry::metrics().reload("refused");
-                    crate::telemetry::say(
-                        tracing::Level::ERROR,
-                        format!("reload refused, still serving the previous tools: {why}"),
-                    );
-                }
-            }
-        }
-    });
-    Ok(stop.drop_guard())
 }
 
 /// Open the `--metrics ADDR` listener (`/metrics`, `/healthz`, `/readyz`), if asked for; it

@@ -39,6 +39,7 @@ mod lock;
 mod proposals;
 mod push;
 mod reconcile;
+mod reloads;
 mod report;
 mod scaffold;
 mod sign;
@@ -250,6 +251,10 @@ pub enum Command {
         /// The tenant of stdio sessions (default: `[serve] tenant`, else "default").
         #[arg(long)]
         tenant: Option<String>,
+        /// Reload the tools when the config, its lock or a component file changes (as on
+        /// `SIGHUP`), about two seconds after the last write.
+        #[arg(long)]
+        watch: bool,
     },
     /// Drive a bounded agent run against an OpenAI-compatible chat-completions endpoint with the
     /// configured tools; print its summary as JSON. Exit 0 when the model finished (or a
@@ -341,6 +346,13 @@ pub struct Source {
 }
 
 impl Source {
+    /// The file this source reads: the config, or the one component.
+    pub fn file(&self) -> PathBuf {
+        self.component
+            .clone()
+            .unwrap_or_else(|| self.config.clone())
+    }
+
     /// The config this source stands for, read and checked.
     pub fn config(&self) -> Result<crate::Config, crate::config::ConfigError> {
         match &self.component {

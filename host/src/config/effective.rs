@@ -114,6 +114,7 @@ impl Config {
                 "stream_lifetime_secs": self.serve.stream_lifetime_secs,
                 "session_idle_secs": self.serve.session_idle_secs,
                 "task_ttl_secs": self.serve.task_ttl_secs,
+                "tools_list_ttl_secs": self.serve.tools_list_ttl_secs,
                 "requests_per_second": self.serve.requests_per_second,
                 "request_burst": self.serve.request_burst,
                 "requests_in_flight": self.serve.requests_in_flight,

@@ -3,13 +3,15 @@
 //! first, and swapped in only when all of it passed. Calls already running finish on the tools
 //! they started with; a config that fails changes nothing.
 //!
-//! What a reload changes: the components, their tools and grants, `[trust]`, `[oci]` and the
-//! lock. The other sections (`[run]`, `[ledger]`, `[policy]`, `[serve]`, …) are read at start
-//! only; a reload that needs an engine larger than the one running (a higher memory or table
-//! ceiling) is refused, since the engine is sized once.
+//! What a reload changes: the components, their tools and grants, `[trust]`, `[oci]`, the lock,
+//! and the rules of `[policy]` (its default and `[[policy.rule]]`), swapped in with the tools
+//! at once. The other sections (`[run]`, `[ledger]`, `[serve]`, `[policy.approval]`, …) are
+//! read at start only; a reload that needs an engine larger than the one running (a higher
+//! memory or table ceiling) is refused, since the engine is sized once.
 
 use super::build::{load_tools, store_pulled, StartError, Tags};
 use super::{engine_settings, Config};
+use crate::policy::Policy;
 use crate::registry::lock::Lock;
 use crate::Runtime;
 
@@ -40,7 +42,7 @@ pub enum ReloadError {
 }
 
 /// Load `config`'s tools into `rt`'s engine, checked as a start checks them (lock, pulls,
-/// signatures, names), then serve them.
+/// signatures, names), compile its rules, then serve both.
 pub fn reload(config: &Config, rt: &Runtime) -> Result<Reloaded, ReloadError> {
     let running = rt.sandbox().settings();
     let needed = engine_settings(config);
@@ -74,6 +76,10 @@ pub fn reload(config: &Config, rt: &Runtime) -> Result<Reloaded, ReloadError> {
         lock.check(path, &registry.lock())
             .map_err(StartError::from)?;
     }
+    let policy = match &config.policy {
+        Some(p) => Policy::from_config(p, &config.base_dir).map_err(StartError::from)?,
+        None => Policy::allow_all(),
+    };
     store_pulled(config, &pulled)?;
     registry.save_cache();
     let before = rt.registry();
@@ -100,6 +106,6 @@ pub fn reload(config: &Config, rt: &Runtime) -> Result<Reloaded, ReloadError> {
             done.removed.push(t.name.to_string());
         }
     }
-    rt.replace_registry(registry);
+    rt.replace_served(registry, policy);
     Ok(done)
 }

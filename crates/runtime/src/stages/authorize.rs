@@ -10,7 +10,7 @@ use super::Call;
 
 /// Allowed, or the `unauthorized` ending with the policy's model-safe message.
 pub(crate) fn authorize(rt: &Runtime, c: &mut Call<'_>, tool: &Tool) -> Ended<()> {
-    let decision = rt.policy.authorize(
+    let decision = rt.policy().authorize(
         &c.ctx.caller,
         tool.name.as_str(),
         tool.risk,

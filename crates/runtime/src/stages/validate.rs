@@ -88,7 +88,7 @@ impl Runtime {
         let size = prepared.canonical().arguments().len() as u64;
         parameters(tool, &call.arguments, size).ok()?;
         let allowed = self
-            .policy
+            .policy()
             .authorize(&ctx.caller, tool.name.as_str(), tool.risk, &call.arguments)
             .allowed;
         allowed.then(|| Passes {
