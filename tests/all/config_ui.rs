@@ -133,6 +133,8 @@ fn the_maximal_config_checks_clean() {
     );
     assert_eq!(v["ledger"]["synchronous"], "full", "{v}");
     assert_eq!(v["serve"]["tools_list_ttl_secs"], 10, "{v}");
+    assert_eq!(v["serve"]["open_tasks_per_caller"], 8, "{v}");
+    assert_eq!(v["serve"]["task_bytes_per_caller"], 1048576, "{v}");
     assert_eq!(v["oci"]["max_blob_bytes"], 67108864, "{v}");
     assert_eq!(
         v["oci"]["registries"]["127.0.0.1:5000"]["insecure"], true,

@@ -8,7 +8,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::oci::oci_config;
 use crate::support::{greet_ada, guest, sha256_digest as sha256, toolhost};
@@ -346,4 +346,77 @@ fn a_signature_manifest_that_does_not_read_is_never_replaced() {
         "{}",
         out.stderr
     );
+}
+
+/// A reload whose registry misbehaves is refused, and the host keeps serving what it had: a
+/// component that is not its digest is refused naming both digests; a registry that never
+/// answers is given up on at `timeout_secs`, while calls are served all the while.
+#[test]
+fn a_reload_from_a_hostile_registry_keeps_what_was_served() {
+    use crate::mcp::Raw;
+    use crate::reload::{greet, kill_hup, refusal_logged};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "data_dir = \"data\"\n[[component]]\npath = {}\n",
+            crate::support::toml_path(&guest("template"))
+        ),
+    )
+    .unwrap();
+    let mut raw = Raw::start(&file);
+    raw.initialize("2025-11-25");
+    let mut seen = Vec::new();
+    let served = |r: Value| r["result"]["isError"] == json!(false);
+    assert!(served(greet(&mut raw, 1, &mut seen)));
+
+    let (m, wasm) = template();
+    let mut other = wasm.clone();
+    other[100] ^= 1;
+    let addr = serve(
+        "127.0.0.1",
+        Script {
+            manifest: body(m.clone()),
+            blob: body(other.clone()),
+        },
+    );
+    config(dir.path(), &addr, &sha256(&m), "");
+    kill_hup(raw.pid());
+    let said = refusal_logged(&raw).join("\n");
+    let says = format!(
+        "the registry sent bytes whose digest is {}, not {}",
+        sha256(&other),
+        sha256(&wasm)
+    );
+    assert!(said.contains(&says), "{says:?} not in: {said}");
+    assert!(served(greet(&mut raw, 2, &mut seen)));
+
+    let addr = serve(
+        "127.0.0.1",
+        Script {
+            manifest: Answer::Never,
+            blob: body(wasm),
+        },
+    );
+    config(dir.path(), &addr, &sha256(&m), "timeout_secs = 2");
+    kill_hup(raw.pid());
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut said = Vec::new();
+    let mut id = 10;
+    while !said.iter().any(|l: &String| l.contains("reload refused")) {
+        assert!(Instant::now() < until, "no refusal logged: {said:?}");
+        assert!(served(greet(&mut raw, id, &mut seen)), "call {id}");
+        id += 1;
+        std::thread::sleep(Duration::from_millis(50));
+        said.extend(raw.stderr_lines());
+    }
+    let said = said.join("\n");
+    assert!(
+        said.contains("did not finish within 2 s (`[oci] timeout_secs`)"),
+        "{said}"
+    );
+    assert!(id > 10, "no call was made while the reload waited");
+    assert!(served(greet(&mut raw, 1_000, &mut seen)));
+    assert!(!dir.path().join("data/oci").exists(), "nothing stored");
 }

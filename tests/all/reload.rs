@@ -35,7 +35,7 @@ fn names(raw: &mut Raw, id: u64, seen: &mut Vec<Value>) -> Vec<String> {
     n
 }
 
-fn greet(raw: &mut Raw, id: u64, seen: &mut Vec<Value>) -> Value {
+pub(crate) fn greet(raw: &mut Raw, id: u64, seen: &mut Vec<Value>) -> Value {
     raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "greet", "arguments": {"name": "Ada"}}}));
     raw.response(&json!(id), seen)
@@ -337,7 +337,7 @@ fn until_told(raw: &mut Raw, seen: &mut Vec<Value>, count: usize, mut id: u64) {
 }
 
 /// The server's stderr lines until one says a reload was refused (at most a minute).
-fn refusal_logged(raw: &Raw) -> Vec<String> {
+pub(crate) fn refusal_logged(raw: &Raw) -> Vec<String> {
     let until = Instant::now() + Duration::from_secs(60);
     let mut said = Vec::new();
     while !said.iter().any(|l: &String| l.contains("reload refused")) {
@@ -348,7 +348,7 @@ fn refusal_logged(raw: &Raw) -> Vec<String> {
     said
 }
 
-fn kill_hup(pid: u32) {
+pub(crate) fn kill_hup(pid: u32) {
     let status = std::process::Command::new("kill")
         .args(["-HUP", &pid.to_string()])
         .status()

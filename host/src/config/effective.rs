@@ -115,6 +115,8 @@ impl Config {
                 "session_idle_secs": self.serve.session_idle_secs,
                 "task_ttl_secs": self.serve.task_ttl_secs,
                 "tools_list_ttl_secs": self.serve.tools_list_ttl_secs,
+                "open_tasks_per_caller": self.serve.open_tasks_per_caller,
+                "task_bytes_per_caller": self.serve.task_bytes_per_caller,
                 "requests_per_second": self.serve.requests_per_second,
                 "request_burst": self.serve.request_burst,
                 "requests_in_flight": self.serve.requests_in_flight,
