@@ -9,7 +9,7 @@
 //! allowed_origins = []                # browser origins; besides them only the server's own
 //!                                     # (loopback bind) pass an Origin check
 //! task_ttl_secs = 3600                # how long an MCP task is kept (default 3600)
-//! tools_list_ttl_secs = 60            # how long a 2026-07-28 client may cache tools/list
+//! tools_list_ttl_secs = 60            # how long a 2026-07-28 client caches tools/list (default 60)
 //! open_tasks_per_caller = 32          # open MCP tasks per principal and tenant (default 32)
 //! task_bytes_per_caller = 8388608     # their arguments together, in bytes (default 8 MiB)
 //! connections_per_principal = 64     # open HTTP connections per principal (default 64)
