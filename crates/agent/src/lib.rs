@@ -23,6 +23,7 @@ pub mod guards;
 pub mod provider;
 mod provider_error;
 pub mod redact;
+mod retry_after;
 pub mod run;
 pub mod schema;
 pub mod sse;

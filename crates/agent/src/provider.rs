@@ -7,8 +7,8 @@
 //! Mozilla's roots (bundled) or to the system's (`/etc/ssl/certs`, `SSL_CERT_FILE` — where a
 //! company's own CA goes). Redirects are not followed: the request carries the API key.
 //!
-//! Only the *model request* is ever retried — on a timeout, a 429 (honouring `Retry-After`), a
-//! 5xx, a connection failure, a truncated stream or malformed JSON — at most
+//! Only the *model request* is ever retried — on a timeout, a 429 (honouring `retry-after-ms`
+//! or `Retry-After`), a 5xx, a connection failure, a truncated stream or malformed JSON — at most
 //! [`ProviderOptions::max_retries`] times. A response past toolhost's own size caps is not
 //! retried (the same request would pull as much again). A turn is handed to the loop only when
 //! complete, so a retried request never re-runs a tool. Every attempt is reported
@@ -34,8 +34,7 @@ use super::turn::{ModelTurn, TurnBuilder, TurnError};
 pub const MAX_RESPONSE_BYTES: usize = 8 << 20;
 /// Largest streamed response read in total.
 pub const MAX_STREAM_BYTES: usize = 32 << 20;
-/// Longest `Retry-After` honoured; a longer one is cut to this.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub use super::retry_after::MAX_RETRY_AFTER;
 /// Bytes of an error response body kept for the operator's message (cut after redaction).
 const ERROR_EXCERPT_BYTES: usize = 300;
 /// Bytes of an error response body read at all.
@@ -269,12 +268,8 @@ impl Provider {
         // (non-streamed) or after reading a long prompt; the attempt's own timeout applies.
         let mut resp = req.send().await.map_err(transport_error)?;
         let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER));
+        let retry_after =
+            super::retry_after::retry_after(resp.headers(), std::time::SystemTime::now());
         let streamed = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
