@@ -10,11 +10,14 @@ pub struct Endpoint {
     port: u16,
     /// The request path, e.g. `/v1/chat/completions`.
     path: String,
+    /// The base URL's query, kept whole (Azure OpenAI's `api-version=…`).
+    query: Option<String>,
 }
 
 impl Endpoint {
     /// `base_url` as OpenAI clients take it (`https://api.example.com/v1`,
-    /// `http://127.0.0.1:8080/v1`); `/chat/completions` is appended.
+    /// `http://127.0.0.1:8080/v1`); `/chat/completions` is appended to its path, and its query
+    /// (`?api-version=…`) is kept.
     pub fn parse(base_url: &str) -> Result<Endpoint, ProviderError> {
         let uri: http::Uri = base_url
             .parse()
@@ -41,6 +44,7 @@ impl Endpoint {
             host,
             port,
             path: format!("{base}/chat/completions"),
+            query: uri.query().map(str::to_string),
         })
     }
 
@@ -52,10 +56,15 @@ impl Endpoint {
         }
     }
 
-    /// The chat-completions URL.
+    /// The chat-completions URL, with the base URL's query.
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
-        format!("{scheme}://{}{}", self.authority(), self.path)
+        let query = self
+            .query
+            .as_ref()
+            .map(|q| format!("?{q}"))
+            .unwrap_or_default();
+        format!("{scheme}://{}{}{query}", self.authority(), self.path)
     }
 }
 
@@ -82,5 +91,21 @@ mod tests {
             ("::1", "[::1]:9000".to_string())
         );
         assert!(Endpoint::parse("ftp://x/v1").is_err());
+    }
+
+    /// A query in the base URL (Azure OpenAI's `api-version`) reaches every request whole.
+    #[test]
+    fn the_base_urls_query_is_kept() {
+        let e = Endpoint::parse(
+            "https://r.openai.azure.com/openai/deployments/d/?api-version=2024-10-21&x=a%2Fb",
+        )
+        .unwrap();
+        assert_eq!(
+            e.url(),
+            "https://r.openai.azure.com:443/openai/deployments/d/chat/completions\
+             ?api-version=2024-10-21&x=a%2Fb"
+        );
+        let e = Endpoint::parse("http://127.0.0.1:8080/v1").unwrap();
+        assert_eq!(e.url(), "http://127.0.0.1:8080/v1/chat/completions");
     }
 }
