@@ -310,7 +310,7 @@ async fn ids_replay_and_conflict_without_executing() {
     let again = rt
         .run_call(&alice, &call("g", "greet", json!({"name": "a"})), None)
         .await;
-    assert_eq!(again, first);
+    crate::support::assert_replay(&again, &first);
     let other = rt
         .run_call(&alice, &call("g", "greet", json!({"name": "b"})), None)
         .await;
@@ -319,7 +319,7 @@ async fn ids_replay_and_conflict_without_executing() {
     let after = rt
         .run_call(&alice, &call("g", "greet", json!({"name": "a"})), None)
         .await;
-    assert_eq!(after, first);
+    crate::support::assert_replay(&after, &first);
     // Another run may use the same call id.
     let bob = rt.context("bob", "acme");
     let r = rt
@@ -643,7 +643,7 @@ async fn an_id_in_flight_is_not_executed_twice() {
         .await;
     let first = first.await.unwrap();
     assert_eq!(first.code, Some(Code::DeadlineExceeded), "{first:?}");
-    assert_eq!(second, first);
+    crate::support::assert_replay(&second, &first);
     assert_eq!(rt.executions(), 1);
 }
 
@@ -727,7 +727,7 @@ async fn late_admission_records_every_decision_and_the_content() {
 
     // A retry replays the recorded result and is itself recorded.
     let again = rt.run_call(&alice, &call("ok", "greet", args), None).await;
-    assert_eq!(again, ok);
+    crate::support::assert_replay(&again, &ok);
     assert_eq!(
         recorded_stages(&rt, &alice.run_id, "ok")
             .last()
@@ -767,7 +767,8 @@ async fn concurrent_duplicates_run_once() {
         for (name, r) in &results {
             if name == winner {
                 assert_eq!(
-                    r, first,
+                    crate::support::said(r),
+                    crate::support::said(first),
                     "every proposal with the winning arguments gets its result"
                 );
             } else {

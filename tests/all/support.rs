@@ -152,6 +152,20 @@ pub fn approval_config(data: Option<String>) -> (tempfile::TempDir, PathBuf, Pat
     (dir, path, ws)
 }
 
+/// What `r` says, without its replay mark (how it was obtained).
+pub fn said(r: &toolhost::ToolResult) -> toolhost::ToolResult {
+    let mut r = r.clone();
+    r.replayed = false;
+    r
+}
+
+/// `replay` answers the call again from the ledger: marked as a replay, and saying what
+/// `original` said.
+pub fn assert_replay(replay: &toolhost::ToolResult, original: &toolhost::ToolResult) {
+    assert!(replay.replayed, "not marked as a replay: {replay:?}");
+    assert_eq!(said(replay), said(original));
+}
+
 /// A TOML string literal for a path.
 pub fn toml_path(p: &Path) -> String {
     format!("{:?}", p.display().to_string())

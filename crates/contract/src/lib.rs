@@ -197,6 +197,10 @@ pub struct ToolResult {
     /// outcome the host lost (`toolhost reconcile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconciled: Option<Reconciled>,
+    /// This call's id was already decided: the result is the recorded one, returned again
+    /// without running anything. Never stored or sent; set by the admit stage.
+    #[serde(skip)]
+    pub replayed: bool,
 }
 
 /// An operator's record of a call that ended `outcome_unknown`: the result it carries is the
@@ -221,6 +225,7 @@ impl ToolResult {
             approval: None,
             usage,
             reconciled: None,
+            replayed: false,
         }
     }
 
@@ -237,6 +242,7 @@ impl ToolResult {
             approval: None,
             usage,
             reconciled: None,
+            replayed: false,
         }
     }
 }

@@ -34,6 +34,7 @@ fn outcome(call_id: &str) -> Outcome {
         approval: None,
         usage: Default::default(),
         reconciled: None,
+        replayed: false,
     };
     Outcome::of(&result).unwrap()
 }

@@ -151,6 +151,8 @@ fn stored_json(result: &ToolResult, output: Option<&RawValue>) -> Result<String,
         approval,
         usage,
         reconciled,
+        // Not stored: a mark of the answer, set when a stored result is returned again.
+        replayed: _,
     } = result;
     let stored = StoredResult {
         call_id,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use toolhost_contract::{ToolCall, ToolResult};
 use toolhost_ledger::{Held, OpenCall, Waited};
 
-use super::endings::{duplicate_call_id, foreign, still_running};
+use super::endings::{duplicate_call_id, foreign, replayed, still_running};
 use super::Runtime;
 
 /// How soon a duplicate of a running call first checks whether the original has finished;
@@ -55,7 +55,7 @@ pub(super) async fn wait_for_original(
         tokio::time::sleep(poll).await;
         poll = (poll * 2).min(IN_FLIGHT_POLL_MAX);
         match rt.ledger.waited(copy, rt.inline()).await {
-            Waited::Answered(Held::Replay(recorded)) => return Some(*recorded),
+            Waited::Answered(Held::Replay(recorded)) => return Some(replayed(*recorded)),
             Waited::Answered(Held::Foreign) => return Some(foreign(call)),
             Waited::Answered(Held::Reused) => return Some(duplicate_call_id(call)),
             Waited::Vanished => return None,

@@ -25,6 +25,12 @@ pub(super) fn end(
     Box::new(ToolResult::failed(call, code, message, Usage::default()))
 }
 
+/// A recorded result, marked as answered again without running anything.
+pub(super) fn replayed(mut recorded: ToolResult) -> ToolResult {
+    recorded.replayed = true;
+    recorded
+}
+
 /// The answer to an id another call of the same caller used with other arguments.
 pub(super) fn duplicate_call_id(call: &ToolCall) -> ToolResult {
     ToolResult::failed(

@@ -10,7 +10,7 @@ use toolhost_ledger::{bind_caller, CallKey, Held, Journal, OpenCall};
 use toolhost_telemetry::Laps;
 
 use super::super::copies::wait_for_original;
-use super::super::endings::{duplicate_call_id, foreign, host_fault, still_running};
+use super::super::endings::{duplicate_call_id, foreign, host_fault, replayed, still_running};
 use super::super::{Prepared, Runtime};
 
 /// How many times a copy opens its call again after the original it waited for was given up
@@ -94,7 +94,7 @@ pub(crate) async fn answered(
     held: Held,
 ) -> ToolResult {
     match held {
-        Held::Replay(recorded) => *recorded,
+        Held::Replay(recorded) => replayed(*recorded),
         Held::InFlight => {
             let copy = open_call(ctx, call, prepared, false);
             wait_for_original(rt, call, &copy)
