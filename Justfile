@@ -35,8 +35,8 @@ build: build-guests
 
 # The pinned clients the MCP tests drive toolhost with (the MCP SDKs, the Prometheus parser,
 # Node 24 for the clients that need Node >= 22): Python in .venv (installed again when
-# requirements.txt changed), TypeScript in tests/mcp/ts and tests/mcp/modern (npm ci again when
-# a lock file changed).
+# requirements.txt changed), TypeScript in tests/mcp/ts and tests/mcp/modern, and the mock model
+# server the agent tests run against in tests/models (npm ci again when a lock file changed).
 setup-mcp:
     @cmp -s tests/mcp/requirements.txt .venv/.installed-requirements.txt 2>/dev/null \
         || (python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt \
@@ -47,6 +47,9 @@ setup-mcp:
     @cmp -s tests/mcp/modern/package-lock.json tests/mcp/modern/node_modules/.installed-lock.json 2>/dev/null \
         || (npm ci --prefix tests/mcp/modern --no-audit --no-fund --loglevel=error >/dev/null \
             && cp tests/mcp/modern/package-lock.json tests/mcp/modern/node_modules/.installed-lock.json)
+    @cmp -s tests/models/package-lock.json tests/models/node_modules/.installed-lock.json 2>/dev/null \
+        || (npm ci --prefix tests/models --no-audit --no-fund --loglevel=error >/dev/null \
+            && cp tests/models/package-lock.json tests/models/node_modules/.installed-lock.json)
 
 # HAProxy, the load balancer the many-hosts tests (tests/all/balanced.rs) put in front of three
 # hosts: Debian's package, installed when missing (as root, or through sudo).

@@ -1,6 +1,6 @@
-//! Target `sse`: the agent loop's response reader — [`SseParser`] over a streamed body, then the
-//! [`TurnBuilder`] over its events (and over the whole body, when it is one JSON value, as a
-//! non-streamed response).
+//! Target `sse`: the agent loop's response readers — [`SseParser`] over a streamed body, then
+//! each API's [`Reader`] (Chat Completions, Responses, Messages) over its events, and over the
+//! whole body as a non-streamed response.
 //!
 //! Input: the first byte seeds how the body is cut into reads, the rest is the body. Invariants,
 //! beyond "no panic":
@@ -14,11 +14,11 @@
 
 use std::time::Instant;
 
-use serde_json::Value;
 use toolhost::agent::sse::{SseParser, MAX_EVENT_BYTES};
 use toolhost::agent::turn::{
-    ModelTurn, TurnBuilder, TurnError, CONTENT_CUT_MARKER, MAX_CALLS_PER_TURN, MAX_CONTENT_BYTES,
+    ModelTurn, TurnError, CONTENT_CUT_MARKER, MAX_CALLS_PER_TURN, MAX_CONTENT_BYTES,
 };
+use toolhost::agent::wire::{Api, Reader};
 use toolhost::{Code, Status};
 
 /// Check one fuzz input.
@@ -39,25 +39,27 @@ pub fn check(data: &[u8]) {
         for e in events {
             assert!(e.len() <= MAX_EVENT_BYTES, "an event of {} bytes", e.len());
         }
-        let mut builder = TurnBuilder::default();
-        let mut ok = true;
-        for e in events {
-            if builder.event(e, now).is_err() {
-                ok = false;
-                break;
-            }
-            if builder.saw_done() {
-                break; // the provider stops reading here
-            }
-        }
-        if ok {
-            check_turn(builder.finish(now));
-        }
     }
-    if let Ok(v) = serde_json::from_slice::<Value>(body) {
-        let mut builder = TurnBuilder::default();
-        if builder.whole(&v, now).is_ok() {
-            check_turn(builder.finish(now));
+    for api in Api::ALL {
+        if let Ok(events) = &whole {
+            let mut reader = Reader::new(*api);
+            let mut ok = true;
+            for e in events {
+                if reader.event(e, now).is_err() {
+                    ok = false;
+                    break;
+                }
+                if reader.saw_done() {
+                    break; // the provider stops reading here
+                }
+            }
+            if ok {
+                check_turn(reader.finish(now));
+            }
+        }
+        let mut reader = Reader::new(*api);
+        if reader.whole_body(body, now).is_ok() {
+            check_turn(reader.finish(now));
         }
     }
 }

@@ -512,6 +512,9 @@ async fn a_repeated_provider_id_runs_once() {
     let r = run(&server).await;
     assert_eq!(r.summary.stopped_by, StopReason::Finished);
     assert_eq!(r.executions, 1);
+    // One decided here, one answered from the ledger: the summary counts them apart.
+    assert_eq!(r.summary.tool_calls.get("completed"), Some(&1));
+    assert_eq!(r.summary.replayed, 1);
     let tools = tool_messages(&server, 1);
     assert_eq!(tools.len(), 2);
     assert_eq!(tools[0]["content"], tools[1]["content"]);

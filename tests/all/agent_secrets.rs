@@ -123,7 +123,7 @@ async fn a_401_echoing_the_key_is_redacted() {
     let s = run_cli(&server, &config, &data).await;
     assert_eq!(s["stopped_by"], "provider_error", "{s}");
     let d = detail(&s);
-    assert!(d.starts_with("refused: "), "{d}");
+    assert!(d.starts_with("auth_failed: "), "{d}");
     assert!(
         d.contains("Incorrect API key provided: [redacted]") && d.contains("invalid_api_key"),
         "{d}"
@@ -138,21 +138,22 @@ async fn an_echo_cut_by_the_excerpt_or_in_a_5xx_is_redacted() {
     let server = scripted(vec![Reply::Body(401, cut)], None).await;
     let s = run_cli(&server, &config, &data).await;
     assert_eq!(s["stopped_by"], "provider_error", "{s}");
-    assert!(detail(&s).starts_with("refused: "), "{s}");
+    assert!(detail(&s).starts_with("auth_failed: "), "{s}");
 
     let server = scripted(vec![Reply::Body(500, format!("upstream said {KEY}"))], None).await;
     let s = run_cli(&server, &config, &data).await;
     assert_eq!(s["stopped_by"], "provider_error", "{s}");
     assert_eq!(
         detail(&s),
-        "server_error: the endpoint failed with HTTP 500: upstream said [redacted]"
+        "server_error: the endpoint failed (HTTP 500): upstream said [redacted]"
     );
 }
 
-/// A streamed error event carrying the key, cut inside the key by the event's 200-byte excerpt.
+/// A streamed error event carrying the key, cut inside the key by the event's 300-byte excerpt
+/// (21 bytes of JSON, 269 of text, then the key).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_error_echoing_the_key_is_redacted() {
-    let message = format!("{}{KEY}", "y".repeat(178));
+    let message = format!("{}{KEY}", "y".repeat(269));
     let server = scripted(
         vec![Reply::Stream(vec![json!({"error": {"message": message}})])],
         None,
@@ -161,8 +162,11 @@ async fn a_streamed_error_echoing_the_key_is_redacted() {
     let (_dir, config, data) = setup();
     let s = run_cli(&server, &config, &data).await;
     assert_eq!(s["stopped_by"], "provider_error", "{s}");
-    assert!(detail(&s).starts_with("malformed_response: "), "{s}");
-    assert!(detail(&s).ends_with("[redacted]"), "{s}");
+    assert!(
+        detail(&s).starts_with("server_error: the endpoint failed (an error event in the stream)"),
+        "{s}"
+    );
+    assert!(detail(&s).ends_with("y[redacted]"), "{s}");
 }
 
 /// A reply that puts the key into a tool call and into the answer: the call runs with the key

@@ -127,6 +127,12 @@ fn the_maximal_config_checks_clean() {
     assert_eq!(v["limits"]["fuel"], 1_000_000_000u64, "{v}");
     assert_eq!(v["run"]["max_concurrent_calls"], 8, "{v}");
     assert_eq!(v["agent"]["terminal_tool"], "say_hello", "{v}");
+    assert_eq!(v["agent"]["api"], "messages", "{v}");
+    assert_eq!(v["agent"]["max_output_tokens"], 2048, "{v}");
+    assert_eq!(
+        v["agent"]["output_limit_field"], "max_completion_tokens",
+        "{v}"
+    );
     assert_eq!(
         v["serve"]["allowed_origins"][0], "https://app.example.com",
         "{v}"

@@ -4,7 +4,9 @@
 //! `just test` does it (`just build-guests`).
 
 mod agent;
+mod agent_apis;
 mod agent_approval;
+mod agent_faults;
 mod agent_loop;
 mod agent_secrets;
 mod agent_transport;

@@ -1,14 +1,17 @@
-//! Where the chat-completions endpoint is: a base URL as OpenAI clients take it.
+//! Where the model endpoint is, and which API it speaks: a base URL as OpenAI and Anthropic
+//! clients take it, and `--api` (or what the base URL names unambiguously).
 
 use super::provider_error::ProviderError;
+use super::wire::Api;
 
-/// Where the chat-completions endpoint is.
+/// Where the model endpoint is.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
+    api: Api,
     tls: bool,
     host: String,
     port: u16,
-    /// The request path, e.g. `/v1/chat/completions`.
+    /// The request path, e.g. `/v1/chat/completions`, `/v1/responses`, `/v1/messages`.
     path: String,
     /// The base URL's query, kept whole (Azure OpenAI's `api-version=…`).
     query: Option<String>,
@@ -16,9 +19,17 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// `base_url` as OpenAI clients take it (`https://api.example.com/v1`,
-    /// `http://127.0.0.1:8080/v1`); `/chat/completions` is appended to its path, and its query
-    /// (`?api-version=…`) is kept.
+    /// `http://127.0.0.1:8080/v1`), speaking Chat Completions; see [`Endpoint::parse_for`].
     pub fn parse(base_url: &str) -> Result<Endpoint, ProviderError> {
+        Endpoint::parse_for(base_url, None)
+    }
+
+    /// `base_url` for `api`: the API's path (`/chat/completions`, `/responses`, `/messages`)
+    /// is appended to the base URL's path unless the path already ends in it, and its query
+    /// (`?api-version=…`) is kept. Without `api`, the API is the one the base URL names
+    /// unambiguously (its path, or Anthropic's host), else Chat Completions; a base URL whose
+    /// path names another API than `api` is refused.
+    pub fn parse_for(base_url: &str, api: Option<Api>) -> Result<Endpoint, ProviderError> {
         let uri: http::Uri = base_url
             .parse()
             .map_err(|e| ProviderError::InvalidUrl(format!("{base_url:?}: {e}")))?;
@@ -39,11 +50,28 @@ impl Endpoint {
             .to_string();
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
         let base = uri.path().trim_end_matches('/');
+        let named = Api::detect(&host, base);
+        let full = Api::ALL.iter().find(|a| base.ends_with(a.path())).copied();
+        let api = match (api, full) {
+            (Some(a), Some(f)) if a != f => {
+                return Err(ProviderError::InvalidUrl(format!(
+                    "{base_url:?}: the path is the {f} API's, but --api is {a}; give the base \
+                     URL without the API's path"
+                )))
+            }
+            (Some(a), _) => a,
+            (None, _) => named.unwrap_or(Api::Chat),
+        };
+        let path = match full {
+            Some(_) => base.to_string(),
+            None => format!("{base}{}", api.path()),
+        };
         Ok(Endpoint {
+            api,
             tls,
             host,
             port,
-            path: format!("{base}/chat/completions"),
+            path,
             query: uri.query().map(str::to_string),
         })
     }
@@ -56,7 +84,12 @@ impl Endpoint {
         }
     }
 
-    /// The chat-completions URL, with the base URL's query.
+    /// The API the endpoint speaks.
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
+    /// The API's URL, with the base URL's query.
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         let query = self
@@ -107,5 +140,33 @@ mod tests {
         );
         let e = Endpoint::parse("http://127.0.0.1:8080/v1").unwrap();
         assert_eq!(e.url(), "http://127.0.0.1:8080/v1/chat/completions");
+    }
+
+    /// `--api` picks the path; a base URL that names its API (by path, or Anthropic's host)
+    /// needs no flag, and one that names another API than the flag is refused.
+    #[test]
+    fn the_api_picks_the_path() {
+        let e = Endpoint::parse_for("http://127.0.0.1:1/v1", Some(Api::Responses)).unwrap();
+        assert_eq!(e.url(), "http://127.0.0.1:1/v1/responses");
+        let e = Endpoint::parse_for("http://127.0.0.1:1/v1?k=v", Some(Api::Messages)).unwrap();
+        assert_eq!(
+            (e.api(), e.url().as_str()),
+            (Api::Messages, "http://127.0.0.1:1/v1/messages?k=v")
+        );
+        let e = Endpoint::parse("https://api.anthropic.com/v1").unwrap();
+        assert_eq!((e.api(), e.path.as_str()), (Api::Messages, "/v1/messages"));
+        let e = Endpoint::parse("https://api.openai.com/v1/responses/").unwrap();
+        assert_eq!(
+            (e.api(), e.path.as_str()),
+            (Api::Responses, "/v1/responses")
+        );
+        let e = Endpoint::parse_for("https://api.openai.com/v1/responses", Some(Api::Responses));
+        assert_eq!(e.unwrap().path, "/v1/responses");
+        let e = Endpoint::parse_for("http://h/v1/chat/completions", Some(Api::Messages));
+        assert!(matches!(e, Err(ProviderError::InvalidUrl(m)) if m.contains("chat API's")));
+        assert_eq!(
+            Endpoint::parse("https://api.openai.com/v1").unwrap().api(),
+            Api::Chat
+        );
     }
 }

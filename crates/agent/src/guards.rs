@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use toolhost_contract::ConfigProblem;
 
+use super::wire::{Api, ChatLimitField};
+
 /// The smallest `tool_message_bytes`: room for the frame a result is rendered in and a line of
 /// its content.
 pub const MIN_TOOL_MESSAGE_BYTES: usize = 256;
@@ -34,8 +36,15 @@ pub struct AgentConfig {
     pub max_retries: u32,
     /// Ask the endpoint to stream (server-sent events).
     pub stream: bool,
-    /// A system message put before the prompt.
+    /// A system message put before the prompt, or before the messages of `--messages`.
     pub system_prompt: Option<String>,
+    /// The provider API (none: what the base URL names, else `chat`).
+    pub api: Option<Api>,
+    /// Output tokens per response, sent in each API's own field (Messages requires one: 8192
+    /// when this is not set).
+    pub max_output_tokens: Option<u64>,
+    /// The Chat Completions field that carries `max_output_tokens`.
+    pub output_limit_field: ChatLimitField,
     /// Bytes of a tool result's rendering fed back to the model.
     pub tool_message_bytes: usize,
 }
@@ -53,6 +62,9 @@ impl Default for AgentConfig {
             max_retries: 3,
             stream: true,
             system_prompt: None,
+            api: None,
+            max_output_tokens: None,
+            output_limit_field: ChatLimitField::MaxTokens,
             tool_message_bytes: toolhost_contract::DEFAULT_MODEL_MESSAGE_BYTES,
         }
     }
@@ -83,6 +95,12 @@ impl AgentConfig {
         }
         if self.max_tokens == Some(0) {
             zero("max_tokens", "no model request could be made");
+        }
+        if self.max_output_tokens == Some(0) {
+            zero(
+                "max_output_tokens",
+                "every response would be cut before it starts",
+            );
         }
         if self.repeat_limit == 0 {
             zero("repeat_limit", "no call could be made even once");
@@ -130,6 +148,12 @@ toolhost_contract::wire_enum! {
         Cancelled = "cancelled",
         /// The model request failed after its retries (or could not be retried).
         ProviderError = "provider_error",
+        /// The response was cut at its output limit (`length`, `max_tokens`,
+        /// `max_output_tokens`); nothing it proposed was run.
+        OutputLimit = "output_limit",
+        /// The provider withheld or cut the answer (`content_filter`, `refusal`); nothing it
+        /// proposed was run.
+        ContentFilter = "content_filter",
     }
 }
 
@@ -147,6 +171,6 @@ mod tests {
             assert_eq!(serde_json::from_value::<StopReason>(wire).unwrap(), *r);
             assert!(seen.insert(r.as_str()));
         }
-        assert_eq!(StopReason::ALL.len(), 10);
+        assert_eq!(StopReason::ALL.len(), 12);
     }
 }

@@ -1,5 +1,6 @@
-//! The OpenAI-compatible chat-completions client: one POST per model request (HTTP/1.1, TLS
-//! for `https`), streamed (server-sent events) or whole, every read bounded in bytes and time.
+//! The model client: one POST per model request (HTTP/1.1, TLS for `https`) in the endpoint's
+//! API (Chat Completions, Responses or Messages; see `wire/`), streamed (server-sent events)
+//! or whole, every read bounded in bytes and time.
 //!
 //! The transport is [`reqwest`]: connections are kept alive and reused across the steps of a
 //! run (one TCP + TLS handshake per run, not per request); `HTTPS_PROXY`/`HTTP_PROXY`/
@@ -9,7 +10,8 @@
 //!
 //! Only the *model request* is ever retried — on a timeout, a 429 (honouring `retry-after-ms`
 //! or `Retry-After`), a 5xx, a connection failure, a truncated stream or malformed JSON — at most
-//! [`ProviderOptions::max_retries`] times. A response past toolhost's own size caps is not
+//! [`ProviderOptions::max_retries`] times. An exhausted quota, refused credentials and an
+//! invalid request are never retried, whether a status or an event inside the stream said so. A response past toolhost's own size caps is not
 //! retried (the same request would pull as much again). A turn is handed to the loop only when
 //! complete, so a retried request never re-runs a tool. Every attempt is reported
 //! ([`Attempt`]), also when the run's deadline or a cancel cuts one short.
@@ -26,9 +28,11 @@ use tracing::Instrument;
 
 use super::endpoint::Endpoint;
 pub use super::provider_error::ProviderError;
+use super::provider_error::{classify, Origin};
 use super::redact::Redactor;
 use super::sse::SseParser;
-use super::turn::{ModelTurn, TurnBuilder, TurnError};
+use super::turn::{ModelTurn, TurnError};
+use super::wire::{Api, Reader};
 
 /// Largest whole (non-streamed) response body read.
 pub const MAX_RESPONSE_BYTES: usize = 8 << 20;
@@ -42,6 +46,8 @@ const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
 /// How long, and how many bytes, the end of a stream after `[DONE]` is read for.
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(250);
 const DRAIN_BYTES: usize = 64 << 10;
+/// The Messages API version every request names (`anthropic-version`).
+const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// How long an idle kept-alive connection to the endpoint is kept for the next step.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -75,9 +81,10 @@ impl Default for ProviderOptions {
     }
 }
 
-/// A chat-completions client for one endpoint.
+/// A model client for one endpoint.
 pub struct Provider {
     url: reqwest::Url,
+    api: Api,
     api_key: Option<String>,
     /// Takes the key (and credential echoes) out of everything a response gives back.
     redactor: Redactor,
@@ -91,6 +98,7 @@ impl std::fmt::Debug for Provider {
         // Never print the key.
         f.debug_struct("Provider")
             .field("url", &self.url.as_str())
+            .field("api", &self.api)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .finish()
     }
@@ -144,11 +152,17 @@ impl Provider {
             .map_err(|e| ProviderError::Setup(innermost(&e)))?;
         Ok(Provider {
             url,
+            api: endpoint.api(),
             redactor: Redactor::new(api_key.as_deref()),
             api_key,
             options,
             client,
         })
+    }
+
+    /// The API the endpoint speaks.
+    pub fn api(&self) -> Api {
+        self.api
     }
 
     pub fn options(&self) -> &ProviderOptions {
@@ -209,6 +223,7 @@ impl Provider {
                     let wait = match &error {
                         ProviderError::RateLimited {
                             retry_after: Some(d),
+                            ..
                         } => *d,
                         _ => self.backoff(attempts.len() as u32),
                     };
@@ -257,9 +272,17 @@ impl Provider {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, accept)
             .body(body);
-        if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
-        }
+        req = match (self.api, &self.api_key) {
+            (Api::Messages, key) => {
+                let req = req.header("anthropic-version", ANTHROPIC_VERSION);
+                match key {
+                    Some(key) => req.header("x-api-key", key),
+                    None => req,
+                }
+            }
+            (_, Some(key)) => req.bearer_auth(key),
+            (_, None) => req,
+        };
         // The endpoint may continue the trace (W3C trace context), when spans are exported.
         if let Some(parent) = toolhost_telemetry::traceparent() {
             req = req.header("traceparent", parent);
@@ -283,14 +306,11 @@ impl Provider {
             // Redact the whole body first: a cut must not leave a piece of the key behind.
             let body = self.redactor.redact(&String::from_utf8_lossy(&raw));
             let excerpt = toolhost_contract::bounds::clip(&body, ERROR_EXCERPT_BYTES).to_string();
-            return Err(match status.as_u16() {
-                429 => ProviderError::RateLimited { retry_after },
-                408 => ProviderError::Timeout,
-                s if s >= 500 => ProviderError::Server { status: s, excerpt },
-                s => ProviderError::Refused { status: s, excerpt },
-            });
+            let parsed: Option<Value> = serde_json::from_slice(&raw).ok();
+            let at = Origin::Http(status.as_u16());
+            return Err(classify(at, parsed.as_ref(), excerpt, retry_after));
         }
-        let mut builder = TurnBuilder::default();
+        let mut builder = Reader::new(self.api);
         if streamed {
             let mut parser = SseParser::default();
             let mut raw = Vec::new();

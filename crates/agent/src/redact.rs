@@ -133,6 +133,9 @@ impl Redactor {
             if let Some(s) = &mut c.provider_id {
                 r(s);
             }
+            if let Some(s) = &mut c.item_id {
+                r(s);
+            }
             match &mut c.arguments {
                 Ok(v) => self.redact_value(v),
                 Err(result) => {

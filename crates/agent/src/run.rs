@@ -3,21 +3,27 @@
 //!
 //! Ledger call ids: `p:<provider id>` when the provider gave one (so a provider repeating an id
 //! is answered from the ledger, never executed again), else `s<step>.<index>`. The provider's
-//! id goes back in the `tool` message, beside whatever the ledger calls it.
+//! id goes back with the result, beside whatever the ledger calls it; where the provider also
+//! names the item that carried the call (Responses `fc_…`), the transcript keeps both.
+//!
+//! A response cut at its output limit, or withheld by the provider's filter, ends the run with
+//! that stop reason; nothing it proposed runs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tracing::Instrument;
 
 use super::guards::{AgentConfig, StopReason};
+use super::history::{Entry, History, SentCall};
 use super::provider::{Failed, Provider, ProviderError};
 use super::redact::Redactor;
 use super::schema::provider_schema;
-use super::step::{refuse_rest, repeat_key, run_step};
-use super::turn::{ModelTurn, TokenUsage};
+use super::step::{refuse_cut, refuse_rest, repeat_key, run_step};
+use super::turn::{Finish, ModelTurn, TokenUsage};
+use super::wire::{request_body, RequestOptions, ToolSpec};
 use toolhost_contract::{Caller, Code, RunContext, Status, ToolCall};
 use toolhost_runtime::guards::TOOL_CALLS_EXHAUSTED;
 use toolhost_runtime::Prepared;
@@ -36,40 +42,33 @@ pub struct Summary {
     pub steps: u32,
     /// Model requests sent, retries included.
     pub model_requests: u32,
-    /// Tool calls by terminal status (`completed`, `failed`, …).
+    /// Tool calls decided in this run, by terminal status (`completed`, `failed`, …).
     pub tool_calls: BTreeMap<String, u64>,
-    /// Tool calls by failure code.
+    /// Tool calls decided in this run, by failure code.
     pub failures: BTreeMap<String, u64>,
+    /// Tool calls whose id the ledger had already decided: answered with the recorded result,
+    /// not run again (a provider that repeats an id).
+    pub replayed: u64,
     pub tokens: TokenUsage,
 }
 
 /// The tools as the endpoint sees them: those the run's caller may see
 /// ([`Runtime::visibility`]), so a model is never offered a tool it will be refused outright,
 /// each with the schema that caller is offered.
-pub fn advertised_tools(runtime: &Runtime, caller: &Caller) -> Vec<Value> {
+pub fn advertised_tools(runtime: &Runtime, caller: &Caller) -> Vec<ToolSpec> {
     let seen = runtime.visibility(caller);
     seen.tools()
-        .map(|t| {
-            json!({
-                "type": "function",
-                "function": {
-                    "name": t.name.as_str(),
-                    "description": t.description,
-                    "parameters": provider_schema(&seen.input_schema(t)),
-                }
-            })
+        .map(|t| ToolSpec {
+            name: t.name.as_str().to_string(),
+            description: t.description.clone(),
+            parameters: provider_schema(&seen.input_schema(t)),
         })
         .collect()
 }
 
-/// The initial messages for a prompt.
-pub fn prompt_messages(prompt: &str, config: &AgentConfig) -> Vec<Value> {
-    let mut m = Vec::new();
-    if let Some(s) = &config.system_prompt {
-        m.push(json!({"role": "system", "content": s}));
-    }
-    m.push(json!({"role": "user", "content": prompt}));
-    m
+/// The initial conversation for a prompt: `system_prompt`, then the prompt.
+pub fn prompt_messages(prompt: &str, config: &AgentConfig) -> History {
+    History::prompt(config.system_prompt.as_deref(), prompt)
 }
 
 struct State {
@@ -105,7 +104,7 @@ pub async fn run_agent(
     runtime: &Runtime,
     provider: &Provider,
     model: &str,
-    messages: Vec<Value>,
+    messages: History,
     config: &AgentConfig,
     ctx: RunContext,
 ) -> Summary {
@@ -125,7 +124,7 @@ async fn drive(
     runtime: &Runtime,
     provider: &Provider,
     model: &str,
-    mut messages: Vec<Value>,
+    mut messages: History,
     config: &AgentConfig,
     mut ctx: RunContext,
 ) -> Summary {
@@ -145,6 +144,7 @@ async fn drive(
             model_requests: 0,
             tool_calls: BTreeMap::new(),
             failures: BTreeMap::new(),
+            replayed: 0,
             tokens: TokenUsage::default(),
         },
         repeats: HashMap::new(),
@@ -171,17 +171,12 @@ async fn drive(
         }
         st.summary.steps += 1;
         let step = st.summary.steps;
-        let mut body = json!({
-            "model": model,
-            "messages": messages,
-            "stream": provider.options().stream,
-        });
-        if !tools.is_empty() {
-            body["tools"] = Value::Array(tools.clone());
-        }
-        if provider.options().stream {
-            body["stream_options"] = json!({"include_usage": true});
-        }
+        let options = RequestOptions {
+            stream: provider.options().stream,
+            max_output_tokens: config.max_output_tokens,
+            chat_limit_field: config.output_limit_field,
+        };
+        let body = request_body(provider.api(), model, &messages, &tools, options);
         let request_bytes = serde_json::to_vec(&body).unwrap_or_default();
         transcript(runtime, ctx, step, "model_request", &request_bytes);
         let completion = provider.complete(&body, &ctx.cancel, deadline).await;
@@ -229,12 +224,28 @@ async fn drive(
         if turn.content.is_some() {
             st.summary.final_text = turn.content.clone();
         }
+        let (assistant, calls) = assistant_message(step, &turn);
+        if let Some((why, detail)) = cut_short(&turn) {
+            // Each proposal of a cut turn is recorded, cancelled, and none runs.
+            for result in refuse_cut(runtime, ctx, &calls, &detail).await {
+                tally(&mut st.summary, &result);
+            }
+            return stop(st, why, Some(detail));
+        }
         if turn.calls.is_empty() {
-            messages.push(json!({"role": "assistant", "content": turn.content}));
             return stop(st, StopReason::Finished, None);
         }
-        let (assistant, calls) = assistant_message(step, &turn);
-        messages.push(assistant);
+        messages.0.push(assistant);
+        for (c, (call, _)) in turn.calls.iter().zip(&calls) {
+            if let Some(item) = &c.item_id {
+                let ids = format!(
+                    "call {}: provider call id {}, item id {item}",
+                    call.call_id,
+                    c.provider_id.as_deref().unwrap_or("(none)")
+                );
+                note(runtime, ctx, step, "provider_ids", &ids);
+            }
+        }
 
         // Repeated-call detection, before anything runs: the repeat that reaches the limit and
         // every proposal after it are refused (recorded, never run), and the run stops.
@@ -267,16 +278,7 @@ async fn drive(
         let mut budget_stop = None;
         let mut terminal = false;
         for ((call, provider_id), result) in calls.iter().zip(&results) {
-            *st.summary
-                .tool_calls
-                .entry(result.status.as_str().to_string())
-                .or_default() += 1;
-            if let Some(code) = result.code {
-                *st.summary
-                    .failures
-                    .entry(code.as_str().to_string())
-                    .or_default() += 1;
-            }
+            tally(&mut st.summary, result);
             if result.code == Some(Code::BudgetExhausted) && budget_stop.is_none() {
                 // The pipeline's message says which budget ran out (RUN_CALLS_EXHAUSTED or
                 // TOOL_CALLS_EXHAUSTED); anything else counts as the run's total.
@@ -293,11 +295,10 @@ async fn drive(
             }
             let content = result.model_message(config.tool_message_bytes);
             transcript(runtime, ctx, step, "tool_result", content.as_bytes());
-            messages.push(json!({
-                "role": "tool",
-                "tool_call_id": provider_id,
-                "content": content,
-            }));
+            messages.0.push(Entry::ToolResult {
+                provider_id: provider_id.clone(),
+                content,
+            });
         }
         if let Some(at) = repeated {
             let call = &calls[at].0;
@@ -328,11 +329,51 @@ async fn drive(
     }
 }
 
-/// The assistant message to keep in the history (every call with an id the tool message can
-/// answer, with its arguments as proposed — also broken ones, so the model can see its
-/// mistake) and the calls with their ledger ids and provider ids.
-fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, String)>) {
-    let mut tool_calls = Vec::new();
+/// Count a call's result in the summary: by status and code when it was decided in this run,
+/// as a replay when the ledger answered it from an earlier decision.
+fn tally(summary: &mut Summary, result: &toolhost_contract::ToolResult) {
+    if result.replayed {
+        summary.replayed += 1;
+        return;
+    }
+    *summary
+        .tool_calls
+        .entry(result.status.as_str().to_string())
+        .or_default() += 1;
+    if let Some(code) = result.code {
+        *summary
+            .failures
+            .entry(code.as_str().to_string())
+            .or_default() += 1;
+    }
+}
+
+/// Why a turn ends the run before anything it proposed runs: a response cut at its output
+/// limit, or withheld by the provider's filter.
+fn cut_short(turn: &ModelTurn) -> Option<(StopReason, String)> {
+    let word = turn.finish_reason.as_deref().unwrap_or_default();
+    let calls = match turn.calls.len() {
+        0 => String::new(),
+        n => format!("; its {n} proposed call(s) were not run"),
+    };
+    match turn.finish {
+        Finish::OutputLimit => Some((
+            StopReason::OutputLimit,
+            format!("the response was cut at its output limit ({word}){calls}"),
+        )),
+        Finish::ContentFilter => Some((
+            StopReason::ContentFilter,
+            format!("the provider withheld or cut the response ({word}){calls}"),
+        )),
+        Finish::Stop | Finish::ToolCalls => None,
+    }
+}
+
+/// The assistant turn to keep in the history (every call with an id the result can answer,
+/// with its arguments as proposed — also broken ones, so the model can see its mistake) and
+/// the calls with their ledger ids and provider ids.
+fn assistant_message(step: u32, turn: &ModelTurn) -> (Entry, Vec<(ToolCall, String)>) {
+    let mut sent = Vec::new();
     let mut calls = Vec::new();
     for c in &turn.calls {
         let provider_id = c
@@ -343,19 +384,17 @@ fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, Stri
             Some(id) => format!("p:{}", toolhost_contract::bounds::clip(id, 200)),
             None => format!("s{step}.{}", c.index),
         };
-        let (arguments, sent) = match &c.arguments {
+        let (arguments, text) = match &c.arguments {
             Ok(v) => (v.clone(), v.to_string()),
             Err(_) => (Value::Null, c.proposed_arguments.clone()),
         };
-        tool_calls.push(json!({
-            "id": provider_id,
-            "type": "function",
-            "function": {
-                // The history keeps the name within its bound (run_call refuses a longer one).
-                "name": toolhost_contract::bounds::cut_tool_name(&c.name),
-                "arguments": sent,
-            }
-        }));
+        sent.push(SentCall {
+            provider_id: provider_id.clone(),
+            // The history keeps the name within its bound (run_call refuses a longer one).
+            name: toolhost_contract::bounds::cut_tool_name(&c.name).to_string(),
+            arguments: text,
+            parsed: c.arguments.as_ref().ok().cloned(),
+        });
         calls.push((
             ToolCall {
                 call_id,
@@ -365,12 +404,11 @@ fn assistant_message(step: u32, turn: &ModelTurn) -> (Value, Vec<(ToolCall, Stri
             provider_id,
         ));
     }
-    let message = json!({
-        "role": "assistant",
-        "content": turn.content,
-        "tool_calls": tool_calls,
-    });
-    (message, calls)
+    let entry = Entry::Assistant {
+        text: turn.content.clone(),
+        calls: sent,
+    };
+    (entry, calls)
 }
 
 fn transcript(runtime: &Runtime, ctx: &RunContext, step: u32, kind: &str, bytes: &[u8]) {

@@ -1,5 +1,6 @@
 //! One step's calls: run as a batch through the pipeline (each prepared once), the repeat
-//! guard's key, and the refusals of a repeated call and those after it.
+//! guard's key, the refusals of a repeated call and those after it, and of the calls of a turn
+//! cut short.
 
 use std::collections::HashMap;
 
@@ -50,6 +51,28 @@ pub(super) async fn refuse_rest(
             }
             None => runtime.refuse_at(ctx, call, Stage::Limit, result).await,
         });
+    }
+    out
+}
+
+/// The proposals of a turn that was cut short (`why`: its output limit, the provider's
+/// filter), each recorded `cancelled` at the limit stage; none runs.
+pub(super) async fn refuse_cut(
+    runtime: &Runtime,
+    ctx: &RunContext,
+    calls: &[(ToolCall, String)],
+    why: &str,
+) -> Vec<ToolResult> {
+    let mut out = Vec::with_capacity(calls.len());
+    for (call, _) in calls {
+        let mut r = ToolResult::failed(
+            call,
+            Code::Cancelled,
+            format!("not run: {why}"),
+            Usage::default(),
+        );
+        r.status = Status::Cancelled;
+        out.push(runtime.refuse_at(ctx, call, Stage::Limit, r).await);
     }
     out
 }

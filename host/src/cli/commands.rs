@@ -177,7 +177,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
             source,
             identity,
             agent,
-        } => agent_run(&source, &identity, agent).await,
+        } => agent_run(&source, &identity, *agent).await,
         Command::Batch {
             source,
             identity,

@@ -143,6 +143,10 @@ pub(super) async fn agent_run(source: &Source, identity: &CallerArgs, args: Agen
     };
     set(&mut guards.max_calls_per_tool, args.max_calls_per_tool);
     set(&mut guards.max_tokens, args.max_tokens);
+    set(&mut guards.max_output_tokens, args.max_output_tokens);
+    if args.api.is_some() {
+        guards.api = args.api;
+    }
     guards.max_steps = args.max_steps.unwrap_or(guards.max_steps);
     guards.max_tool_calls = args.max_tool_calls.unwrap_or(guards.max_tool_calls);
     guards.deadline_secs = args.deadline_secs.unwrap_or(guards.deadline_secs);
@@ -176,13 +180,13 @@ pub(super) async fn agent_run(source: &Source, identity: &CallerArgs, args: Agen
             }
         },
     };
-    let endpoint = match agent::Endpoint::parse(&args.base_url) {
+    let endpoint = match agent::Endpoint::parse_for(&args.base_url, guards.api) {
         Ok(e) => e,
         Err(e) => return usage_error(&e),
     };
     let messages = match (&args.prompt, &args.messages) {
         (Some(p), _) => agent::prompt_messages(p, &guards),
-        (None, Some(file)) => match read_messages(file) {
+        (None, Some(file)) => match read_messages(file, guards.system_prompt.as_deref()) {
             Ok(m) => m,
             Err(e) => {
                 crate::telemetry::say(tracing::Level::ERROR, format!("{}: {e}", file.display()));
@@ -245,12 +249,13 @@ pub(super) async fn agent_run(source: &Source, identity: &CallerArgs, args: Agen
         }
     });
     let summary = agent::run_agent(&rt, &provider, &args.model, messages, &guards, ctx).await;
-    crate::telemetry::say(tracing::Level::INFO, format!("run {} stopped by {} after {} step(s), {} model request(s), tool calls {:?}, tokens {}",
+    crate::telemetry::say(tracing::Level::INFO, format!("run {} stopped by {} after {} step(s), {} model request(s), tool calls {:?}, replayed {}, tokens {}",
         summary.run_id,
         summary.stopped_by,
         summary.steps,
         summary.model_requests,
         summary.tool_calls,
+        summary.replayed,
         summary.tokens.total
     ));
     out!(
@@ -263,7 +268,11 @@ pub(super) async fn agent_run(source: &Source, identity: &CallerArgs, args: Agen
     }
 }
 
-fn read_messages(file: &std::path::Path) -> Result<Vec<serde_json::Value>, String> {
+/// The conversation of a `--messages` file, after `system_prompt`.
+fn read_messages(
+    file: &std::path::Path,
+    system_prompt: Option<&str>,
+) -> Result<crate::agent::History, String> {
     let meta = std::fs::metadata(file).map_err(|e| e.to_string())?;
     if meta.len() > MAX_MESSAGES_FILE_BYTES {
         return Err(format!("larger than {MAX_MESSAGES_FILE_BYTES} bytes"));
@@ -274,10 +283,5 @@ fn read_messages(file: &std::path::Path) -> Result<Vec<serde_json::Value>, Strin
     if v.is_empty() {
         return Err("no messages".into());
     }
-    for (i, m) in v.iter().enumerate() {
-        if !m.get("role").is_some_and(|r| r.is_string()) {
-            return Err(format!("message {i} has no role"));
-        }
-    }
-    Ok(v)
+    crate::agent::History::from_chat(system_prompt, &v)
 }

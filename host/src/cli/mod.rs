@@ -265,7 +265,7 @@ pub enum Command {
         #[command(flatten)]
         identity: CallerArgs,
         #[command(flatten)]
-        agent: AgentArgs,
+        agent: Box<AgentArgs>,
     },
     /// Run a JSON array of proposals ({call_id, name, arguments, approval_token?}) as one batch
     /// and print the results in order.
@@ -278,12 +278,24 @@ pub enum Command {
     },
 }
 
+/// An `--api` value.
+fn parse_api(s: &str) -> Result<crate::agent::Api, String> {
+    crate::agent::Api::from_wire(s)
+        .ok_or_else(|| format!("{s:?} is not an API; give chat, responses or messages"))
+}
+
 /// `toolhost agent` options; each guard overrides its `[agent]` setting.
 #[derive(clap::Args)]
 pub struct AgentArgs {
-    /// The endpoint's base URL, as OpenAI clients take it (e.g. http://127.0.0.1:8080/v1).
+    /// The endpoint's base URL, as OpenAI and Anthropic clients take it (e.g.
+    /// http://127.0.0.1:8080/v1); its query is kept.
     #[arg(long)]
     base_url: String,
+    /// The provider API: chat (Chat Completions), responses (the Responses API) or messages
+    /// (Anthropic's Messages API). Default: `[agent] api`, else what the base URL names
+    /// unambiguously (its path, or api.anthropic.com), else chat.
+    #[arg(long, value_parser = parse_api)]
+    api: Option<crate::agent::Api>,
     /// Serve /metrics (model requests, tokens, calls), /healthz and /readyz on this address
     /// while the run lasts, as `serve --metrics` does.
     #[arg(long, value_parser = parse_listen)]
@@ -301,7 +313,8 @@ pub struct AgentArgs {
         conflicts_with = "messages"
     )]
     prompt: Option<String>,
-    /// A JSON file with the initial chat messages (an array of {role, content}).
+    /// A JSON file with the initial conversation as Chat Completions messages (an array of
+    /// {role, content}, text only), whatever the API; `[agent] system_prompt` goes first.
     #[arg(long)]
     messages: Option<PathBuf>,
     #[arg(long)]
@@ -314,6 +327,10 @@ pub struct AgentArgs {
     deadline_secs: Option<u64>,
     #[arg(long)]
     max_tokens: Option<u64>,
+    /// Output tokens per response, sent in the API's own field; a response cut there stops
+    /// the run (`output_limit`).
+    #[arg(long)]
+    max_output_tokens: Option<u64>,
     #[arg(long)]
     repeat_limit: Option<u32>,
     #[arg(long)]

@@ -1,6 +1,8 @@
-//! The turn builder: chunks, fragments, indices reused with new ids, whole bodies, caps.
+//! The Chat Completions reader: chunks, fragments, indices reused with new ids, whole bodies,
+//! caps.
 
 use super::*;
+use crate::turn::{CONTENT_CUT_MARKER, MAX_CONTENT_BYTES, MAX_PROPOSED_ARGUMENT_BYTES};
 use serde_json::json;
 
 fn chunk(delta: Value) -> String {
@@ -11,7 +13,7 @@ fn chunk(delta: Value) -> String {
 #[test]
 fn fragments_assemble_per_index() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.event(&chunk(json!({"content": "Let me "})), now).unwrap();
     b.event(&chunk(json!({"content": "check."})), now).unwrap();
     let args = r#"{"name":"Ada"}"#;
@@ -59,7 +61,7 @@ fn fragments_assemble_per_index() {
 #[test]
 fn unfinished_arguments_are_invalid() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.event(
         &chunk(json!({"tool_calls": [
             {"index": 0, "id": "a", "function": {"name": "greet", "arguments": "{\"name\": "}},
@@ -79,7 +81,7 @@ fn unfinished_arguments_are_invalid() {
 #[test]
 fn cut_stream_is_truncated() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.event(&chunk(json!({"content": "hal"})), now).unwrap();
     assert_eq!(b.finish(now).unwrap_err(), TurnError::Truncated);
 }
@@ -88,7 +90,7 @@ fn cut_stream_is_truncated() {
 #[test]
 fn whole_response() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.whole(
         &json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
             "role": "assistant", "content": null,
@@ -111,7 +113,7 @@ fn whole_response() {
 #[test]
 fn calls_without_index() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     for (id, name) in [("a", "x"), ("b", "y")] {
         b.event(
             &chunk(json!({"tool_calls": [{"id": id, "function": {"name": name, "arguments": {"k": id}}}]})),
@@ -134,7 +136,7 @@ fn repeated_keys_in_object_arguments_are_invalid() {
     let event = r#"{"choices":[{"delta":{"tool_calls":[
         {"index":0,"id":"a","function":{"name":"x","arguments":{"k":1,"k":2}}},
         {"index":1,"id":"b","function":{"name":"y","arguments":{"k":1}}}]}}]}"#;
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.event(event, now).unwrap();
     b.event("[DONE]", now).unwrap();
     let t = b.finish(now).unwrap();
@@ -146,7 +148,7 @@ fn repeated_keys_in_object_arguments_are_invalid() {
     let body = r#"{"choices":[{"message":{"tool_calls":[
         {"id":"a","function":{"name":"x","arguments":{"k":{"j":1,"j":2}}}}]},
         "finish_reason":"tool_calls"}]}"#;
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.whole_body(body.as_bytes(), now).unwrap();
     let t = b.finish(now).unwrap();
     assert!(t.calls[0].arguments.is_err());
@@ -155,10 +157,10 @@ fn repeated_keys_in_object_arguments_are_invalid() {
 /// Malformed JSON in an event is an error of the response, not of a call.
 #[test]
 fn malformed_event() {
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     assert!(matches!(
         b.event("{not json", Instant::now()),
-        Err(TurnError::Malformed(_))
+        Err(ProviderError::Turn(TurnError::Malformed(_)))
     ));
 }
 
@@ -182,7 +184,7 @@ fn call(index: Option<u32>, id: Option<&str>, name: Option<&str>, args: &str) ->
 #[test]
 fn a_new_id_at_a_used_index_is_a_new_call() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     for (id, arg) in [("a", "1"), ("b", "2"), ("c", "3")] {
         b.event(&call(Some(0), Some(id), Some("greet"), "{\"n\":"), now)
             .unwrap();
@@ -217,7 +219,7 @@ fn a_new_id_at_a_used_index_is_a_new_call() {
 #[test]
 fn a_late_id_joins_its_call() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.event(&call(Some(0), None, Some("greet"), "{}"), now)
         .unwrap();
     b.event(&call(Some(0), Some("late"), None, ""), now)
@@ -233,7 +235,7 @@ fn a_late_id_joins_its_call() {
 #[test]
 fn proposed_arguments_are_kept() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.event(&call(Some(0), Some("a"), Some("greet"), "{oops"), now)
         .unwrap();
     b.event(&call(Some(1), Some("b"), Some("greet"), "{oops!"), now)
@@ -256,7 +258,7 @@ fn proposed_arguments_are_kept() {
 #[test]
 fn cut_text_says_so() {
     let now = Instant::now();
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     let big = "y".repeat(MAX_CONTENT_BYTES - 3);
     b.event(&chunk(json!({"content": big})), now).unwrap();
     b.event(&chunk(json!({"content": "abcdef"})), now).unwrap();
@@ -268,7 +270,7 @@ fn cut_text_says_so() {
         "{}",
         &text[text.len() - 80..]
     );
-    let mut b = TurnBuilder::default();
+    let mut b = ChatTurn::default();
     b.event(&chunk(json!({"content": "short"})), now).unwrap();
     b.event("[DONE]", now).unwrap();
     assert_eq!(b.finish(now).unwrap().content.as_deref(), Some("short"));
