@@ -44,8 +44,7 @@ pub fn check(data: &[u8]) {
     let arguments =
         serde_json::from_str::<Value>(rest).unwrap_or_else(|_| Value::String(rest.to_string()));
     let call = ApprovalSubject::new(
-        "delete_file",
-        "sha256:0d",
+        ("delete_file", "sha256:0d", "sha256:p0"),
         &arguments,
         &Caller::new("alice", "acme"),
         "run-1",

@@ -277,7 +277,8 @@ async fn approve_at_the_terminal() {
         "approved once"
     );
     for want in [
-        "tool:       write_text",
+        "tool: write_text",
+        "risk: write",
         "\"content\": \"approved once\"",
         "approval digest:",
     ] {

@@ -705,6 +705,10 @@ fn calls_are_canonicalised_in_one_place() {
             "crates/registry/src/lock.rs",
             "tool definitions, digested once when a component loads",
         ),
+        (
+            "crates/policy/src/lib.rs",
+            "the rules' revision, digested once when the policy loads",
+        ),
     ];
     let mut files = Vec::new();
     for src in source_roots() {

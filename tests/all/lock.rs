@@ -193,23 +193,35 @@ fn the_ledger_records_which_code_each_call_ran() {
     assert_eq!(rows[1]["component_digest"], Value::Null);
 }
 
-/// An approval binds the tool's definition: after the tool changes (here its risk), a token
-/// minted before is `approval_mismatch` and runs nothing, a handle asked before cannot be
-/// approved, and a call proposed again is approved and runs.
-#[test]
-fn an_approval_does_not_survive_a_change_of_the_tool() {
-    let (_dir, config, ws) = crate::support::approval_config(None);
-    let cfg = config.to_str().unwrap();
-    let args = r#"{"path":"note.txt","content":"approved"}"#;
-    let call = |id: &str, token: Option<&str>| {
-        let mut a = vec!["call", "--config", cfg, "--run-id", "R", "--call-id", id];
+/// `write_text` calls through the CLI, and `toolhost approve` of their handles, on one config.
+struct Approving<'a> {
+    cfg: &'a str,
+    args: &'a str,
+}
+
+impl Approving<'_> {
+    /// `write_text` with the arguments, as call `id` of run R, with `token` if given.
+    fn call(&self, id: &str, token: Option<&str>) -> Value {
+        let mut a = vec![
+            "call",
+            "--config",
+            self.cfg,
+            "--run-id",
+            "R",
+            "--call-id",
+            id,
+        ];
         if let Some(t) = token {
             a.extend(["--approval-token", t]);
         }
-        a.extend(["write_text", args]);
+        a.extend(["write_text", self.args]);
         toolhost(&a).json()
-    };
-    let approve = |handle: &str| {
+    }
+
+    /// `toolhost approve --yes` of the handle in an `approval_required` result.
+    fn approve(&self, asked: &Value) -> crate::support::Cli {
+        let handle = asked["approval"]["handle"].as_str().unwrap();
+        let (cfg, args) = (self.cfg, self.args);
         toolhost(&[
             "approve",
             "--config",
@@ -219,14 +231,80 @@ fn an_approval_does_not_survive_a_change_of_the_tool() {
             args,
             handle,
         ])
+    }
+
+    /// The call proposed again is asked again, approved, and runs.
+    fn proposed_again_runs(&self, id: (&str, &str)) -> Value {
+        let fresh = self.approve(&self.call(id.0, None));
+        assert_eq!(fresh.status, 0, "{}", fresh.stderr);
+        self.call(id.1, Some(fresh.stdout.trim()))
+    }
+}
+
+/// An approval binds the rules in force too: after a change to `[policy]` alone (a rule for
+/// another tool), a token minted before is `approval_mismatch` and writes nothing, a handle
+/// asked before cannot be approved, and the call proposed again is approved and runs.
+#[test]
+fn an_approval_does_not_survive_a_change_of_the_rules() {
+    let (_dir, config, ws) = crate::support::approval_config(None);
+    let a = Approving {
+        cfg: config.to_str().unwrap(),
+        args: r#"{"path":"note.txt","content":"approved"}"#,
     };
-    let handle = |r: &Value| r["approval"]["handle"].as_str().unwrap().to_string();
-    let first = call("1", None);
-    assert_eq!(first["code"], json!("approval_required"));
-    let minted = approve(&handle(&first));
+    let minted = a.approve(&a.call("1", None));
     assert_eq!(minted.status, 0, "{}", minted.stderr);
     let token = minted.stdout.trim().to_string();
-    let pending = call("2", None);
+    let pending = a.call("2", None);
+
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(
+        "[policy]\ndefault = \"allow\"\n[[policy.rule]]\nname = \"no-listing\"\n\
+         effect = \"deny\"\ntools = [\"list_dir\"]\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let refused = a.call("3", Some(&token));
+    assert_eq!(
+        (refused["status"].clone(), refused["code"].clone()),
+        (json!("failed"), json!("approval_mismatch")),
+        "{refused}"
+    );
+    assert!(
+        !ws.join("note.txt").exists(),
+        "the old approval ran under new rules"
+    );
+    let out = a.approve(&pending);
+    assert_eq!(out.status, 2, "{}", out.stdout);
+    assert!(out.stdout.is_empty(), "nothing minted: {}", out.stdout);
+    assert!(
+        out.stderr.contains("the rules in force changed"),
+        "{}",
+        out.stderr
+    );
+
+    let done = a.proposed_again_runs(("4", "5"));
+    assert_eq!(done["status"], json!("completed"), "{done}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("note.txt")).unwrap(),
+        "approved"
+    );
+}
+
+/// An approval binds the tool's definition: after the tool changes (here its risk), a token
+/// minted before is `approval_mismatch` and runs nothing, a handle asked before cannot be
+/// approved, and a call proposed again is approved and runs.
+#[test]
+fn an_approval_does_not_survive_a_change_of_the_tool() {
+    let (_dir, config, ws) = crate::support::approval_config(None);
+    let a = Approving {
+        cfg: config.to_str().unwrap(),
+        args: r#"{"path":"note.txt","content":"approved"}"#,
+    };
+    let first = a.call("1", None);
+    assert_eq!(first["code"], json!("approval_required"));
+    let minted = a.approve(&first);
+    assert_eq!(minted.status, 0, "{}", minted.stderr);
+    let token = minted.stdout.trim().to_string();
+    let pending = a.call("2", None);
 
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(
@@ -234,7 +312,7 @@ fn an_approval_does_not_survive_a_change_of_the_tool() {
         text.replace("risk = \"write\"", "risk = \"destructive\""),
     )
     .unwrap();
-    let refused = call("3", Some(&token));
+    let refused = a.call("3", Some(&token));
     assert_eq!(
         (refused["status"].clone(), refused["code"].clone()),
         (json!("failed"), json!("approval_mismatch")),
@@ -244,7 +322,7 @@ fn an_approval_does_not_survive_a_change_of_the_tool() {
         !ws.join("note.txt").exists(),
         "the old approval ran the changed tool"
     );
-    let out = approve(&handle(&pending));
+    let out = a.approve(&pending);
     assert_eq!(out.status, 2, "{}", out.stdout);
     assert!(out.stdout.is_empty(), "nothing minted: {}", out.stdout);
     assert!(
@@ -254,10 +332,7 @@ fn an_approval_does_not_survive_a_change_of_the_tool() {
         out.stderr
     );
 
-    let again = call("4", None);
-    let fresh = approve(&handle(&again));
-    assert_eq!(fresh.status, 0, "{}", fresh.stderr);
-    let done = call("5", Some(fresh.stdout.trim()));
+    let done = a.proposed_again_runs(("4", "5"));
     assert_eq!(done["status"], json!("completed"), "{done}");
     assert_eq!(
         std::fs::read_to_string(ws.join("note.txt")).unwrap(),

@@ -240,7 +240,8 @@ async def scenario_approve(args: argparse.Namespace) -> dict:
                         "accepted write")
         check(got == {"created": True, "bytes-written": 3}, f"accepted write: {got}")
     check(len(asked) == 1, f"asked {len(asked)} times")
-    check("write_text" in asked[0] and '{"content":"yes","path":"approved.txt"}' in asked[0],
+    check("write_text" in asked[0] and '"content": "yes"' in asked[0]
+          and '"path": "approved.txt"' in asked[0] and "risk: write" in asked[0],
           f"the question does not show the exact call: {asked[0]}")
 
     declined: list[str] = []
@@ -419,7 +420,8 @@ async def scenario_modern(args: argparse.Namespace) -> dict:
                         "accepted write")
         check(got == {"created": True, "bytes-written": 4}, f"accepted write: {got}")
     check(len(asked) == 1, f"asked {len(asked)} times")
-    check("write_text" in asked[0] and '{"content":"2026","path":"modern.txt"}' in asked[0],
+    check("write_text" in asked[0] and '"content": "2026"' in asked[0]
+          and '"path": "modern.txt"' in asked[0] and "risk: write" in asked[0],
           f"the question does not show the exact call: {asked[0]}")
     declined: list[str] = []
     async with connect_modern(args, elicitation_callback=elicitation("decline", declined)) as c:

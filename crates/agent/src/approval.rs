@@ -1,68 +1,24 @@
 //! What the agent loop's approvers show and send: the question a human reads on a terminal
 //! and the request an operator's `--approve-with` command receives.
 //!
-//! Everything shown comes from the model (the arguments) or from trusted context (tool,
-//! principal, run); either way it is text for a terminal, so every control character
-//! (C0 and C1, ESC among them) and every bidirectional override is shown escaped: a model cannot
-//! redraw, hide or reorder what the human reads.
+//! The question is the one rendering every front end shows (`toolhost_contract::pending`):
+//! every control character (C0 and C1, ESC among them), bidirectional override, zero-width
+//! mark, TAG character and variation selector, and every look-alike letter inside a Latin word,
+//! is shown escaped — a model cannot redraw, hide, reorder or disguise what the human reads.
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use toolhost_contract::ApprovalPrompt;
 
-/// Bytes of the pretty-printed arguments shown; the rest is cut (and the cut is said), and
-/// the SHA-256 of the whole canonical arguments is always shown.
-pub const MAX_SHOWN_ARGUMENT_BYTES: usize = 4096;
-
+pub use toolhost_contract::pending::MAX_SHOWN_ARGUMENT_BYTES;
 pub use toolhost_contract::terminal_safe;
 
-/// The arguments as a human reads them: pretty JSON, indented, cut at
-/// [`MAX_SHOWN_ARGUMENT_BYTES`] with the cut said.
-fn shown_arguments(p: &ApprovalPrompt) -> String {
-    let pretty = serde_json::from_str::<Value>(&p.canonical_arguments)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| p.canonical_arguments.clone());
-    let shown = toolhost_contract::bounds::clip(&pretty, MAX_SHOWN_ARGUMENT_BYTES);
-    let mut out = terminal_safe(shown);
-    if shown.len() < pretty.len() {
-        out.push_str(&format!(
-            "\n… [{} more bytes not shown]",
-            pretty.len() - shown.len()
-        ));
-    }
-    out.lines()
-        .map(|l| format!("    {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The question shown on a terminal.
+/// The question shown on a terminal: the one rendering of a pending call
+/// ([`toolhost_contract::Pending`]) under a line that says what is asked.
 pub fn question(p: &ApprovalPrompt) -> String {
     format!(
-        "\ntoolhost: a tool call needs your approval\n\
-         \x20 tool:       {}\n\
-         \x20 principal:  {} (tenant {})\n\
-         \x20 run, call:  {} {}\n\
-         \x20 arguments:\n{}\n\
-         \x20 arguments sha256: {}\n\
-         \x20 approval digest:  {}\n\
-         \x20 The approval is for this exact call, once, until unix time {} (in {} s).\n",
-        terminal_safe(&p.tool),
-        terminal_safe(&p.caller.principal),
-        terminal_safe(&p.caller.tenant),
-        terminal_safe(&p.run_id),
-        terminal_safe(&p.call_id),
-        shown_arguments(p),
-        hex::encode(Sha256::digest(p.canonical_arguments.as_bytes())),
-        p.digest,
-        p.expires_at,
-        p.expires_at.saturating_sub(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs())
-        ),
+        "\ntoolhost: a tool call needs your approval\n{}",
+        toolhost_contract::Pending::of(p).text()
     )
 }
 
@@ -93,6 +49,7 @@ pub(crate) mod tests {
     pub(crate) fn prompt(args: &str) -> ApprovalPrompt {
         ApprovalPrompt {
             tool: "delete_file".into(),
+            risk: Some(toolhost_contract::Risk::Destructive),
             canonical_arguments: args.into(),
             caller: toolhost_contract::Caller::new("alice", "acme"),
             run_id: "run-1".into(),
@@ -108,8 +65,10 @@ pub(crate) mod tests {
         let q = question(&prompt(r#"{"path":"/a","recursive":true}"#));
         for want in [
             "delete_file",
+            "risk: destructive",
             "alice (tenant acme)",
-            "run-1 p:call_1",
+            "run: run-1",
+            "call: p:call_1",
             "\"path\": \"/a\"",
             "d1g3st",
         ] {

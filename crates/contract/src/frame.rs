@@ -39,12 +39,19 @@ const LOOK_ALIKES: &[char] = &[
     '\u{FF1C}', '\u{FF1E}', // fullwidth less-than / greater-than
 ];
 
-/// Invisible characters that reorder or hide text (bidirectional controls, zero-width marks).
-/// Zero-width (non-)joiners stay: scripts need them and they reorder nothing.
+/// Invisible characters that reorder, hide or smuggle text: bidirectional controls, zero-width
+/// marks, Unicode TAG characters (U+E0000–U+E007F, an invisible copy of ASCII that models
+/// read), variation selectors (bytes hidden after any character), soft hyphens, blank fillers
+/// and invisible separators. Zero-width (non-)joiners stay: scripts need them and they neither
+/// reorder nor carry text.
 pub fn is_hiding_format(c: char) -> bool {
     matches!(c,
-        '\u{061C}' | '\u{200B}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}' | '\u{200E}' | '\u{200F}'
+        | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3164}'
+        | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{FFF9}'..='\u{FFFB}'
+        | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0000}'..='\u{E007F}' | '\u{E0100}'..='\u{E01EF}')
 }
 
 /// Whether `c` is written as a numeric reference in a body.

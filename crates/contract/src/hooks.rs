@@ -76,6 +76,8 @@ pub struct LiveSinks {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalPrompt {
     pub tool: String,
+    /// The tool's risk (`None` when the tool is no longer served).
+    pub risk: Option<super::Risk>,
     /// The validated arguments in canonical JSON (RFC 8785), exactly as the approval binds them.
     pub canonical_arguments: String,
     pub caller: super::Caller,

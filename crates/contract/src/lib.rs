@@ -13,6 +13,7 @@ mod digest;
 pub mod frame;
 mod hooks;
 pub mod measure;
+pub mod pending;
 mod problem;
 mod render;
 mod risk;
@@ -29,6 +30,7 @@ pub use hooks::{
     ApprovalAnswer, ApprovalPrompt, Approver, ApproverHandle, GuestLog, GuestLogLevel,
     GuestProgress, LiveSinks, LogSink, ProgressSink, Sink,
 };
+pub use pending::{for_human, Pending};
 pub use problem::{error_chain, ConfigProblem, Listed};
 pub use render::{json_terminal_safe, log_safe, terminal_safe, DEFAULT_MODEL_MESSAGE_BYTES};
 pub use risk::{ApprovalMode, Approvers, Risk, RiskSource, TaskMode};

@@ -32,6 +32,16 @@ pub enum RiskSource {
 }
 
 impl Risk {
+    /// The wire name (`read`, `write`, `external`, `destructive`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Read => "read",
+            Risk::Write => "write",
+            Risk::External => "external",
+            Risk::Destructive => "destructive",
+        }
+    }
+
     /// The risk a tool nobody declared one for is treated as: the most its grants allow. A
     /// network grant reaches the outside world (`external`); a writable directory changes
     /// state (`write`); nothing granted leaves only reads (`read`). Never lower than what the

@@ -11,23 +11,24 @@
 //!    (constant time) over the bindings the token carries, then compares them with the
 //!    *current* call, then the expiry, then single use through the ledger's `consume` callback.
 //!
-//! # Formats (`toolhost.approval.v3`)
+//! # Formats (`toolhost.approval.v4`)
 //!
 //! - **call binding**: lower-case hex SHA-256 of [`canonical_json`] of
-//!   `{"domain": "toolhost.approval.v3", "part": "call", "tool", "definition", "arguments",
-//!   "run_id"}` — `definition` is the digest of the tool's definition as the model saw it
-//!   (`sha256:…`, `crates/registry/src/lock.rs`), so that a tool replaced or changed after the
-//!   call asked does not inherit its approval; `arguments` is the validated input as a JSON
-//!   value, canonicalized with everything else.
+//!   `{"domain": "toolhost.approval.v4", "part": "call", "tool", "definition", "policy",
+//!   "arguments", "run_id"}` — `definition` is the digest of the tool's definition as the model
+//!   saw it (`sha256:…`, `crates/registry/src/lock.rs`) and `policy` the revision of the rules
+//!   in force ([`crate::Policy::revision`]), so that a tool replaced or changed, or a rule
+//!   changed, after the call asked does not inherit its approval; `arguments` is the validated
+//!   input as a JSON value, canonicalized with everything else.
 //! - **principal binding**: the same over
-//!   `{"domain": "toolhost.approval.v3", "part": "principal", "principal", "tenant"}`.
+//!   `{"domain": "toolhost.approval.v4", "part": "principal", "principal", "tenant"}`.
 //! - **handle** (what the human approves, not secret): `"{call}.{principal}.{expires_at}"`,
 //!   `expires_at` in unix seconds.
 //! - **token** (what the call carries): `"{handle}.{mac}"`, where `mac` is lower-case hex
-//!   HMAC-SHA256 under the host key of `"toolhost.approval.v3:" + handle`. Without the key a
+//!   HMAC-SHA256 under the host key of `"toolhost.approval.v4:" + handle`. Without the key a
 //!   token cannot be derived from a handle; the bindings it names are the ones the MAC covers.
 //! - **approval id** ([`digest`]; the ledger's `approval_requests` key and single-use id):
-//!   lower-case hex SHA-256 of `"toolhost.approval.v3:" + handle`.
+//!   lower-case hex SHA-256 of `"toolhost.approval.v4:" + handle`.
 //!
 //! `expires_at` is canonical decimal (no sign, no leading zeros) and at most `i64::MAX`.
 //!
@@ -37,7 +38,7 @@
 //! |---|---|
 //! | is malformed, forged or altered (the MAC does not verify: another key, an edited binding or expiry), or expires beyond the TTL | `approval_invalid` |
 //! | is genuine, for another principal or tenant | `approval_wrong_principal` |
-//! | is genuine, for another call (tool, its definition, arguments or run) | `approval_mismatch` |
+//! | is genuine, for another call (tool, its definition, the rules in force, arguments or run) | `approval_mismatch` |
 //! | is genuine and for this call, past its expiry | `approval_expired` |
 //! | is genuine and for this call, already used | `approval_reused` |
 //!
@@ -66,7 +67,7 @@ use toolhost_contract::Risk;
 use toolhost_contract::{Code, ToolCall, ToolResult, Usage};
 
 /// Domain separation for approval digests and MACs.
-pub const APPROVAL_DOMAIN: &str = "toolhost.approval.v3";
+pub const APPROVAL_DOMAIN: &str = "toolhost.approval.v4";
 
 /// Clock difference tolerated between the host that asked and the one that mints or verifies,
 /// when refusing expiries further out than the TTL. Expiry itself is never stretched.
@@ -88,6 +89,8 @@ pub struct ApprovalSubject {
     pub tool: String,
     /// The digest of the tool's definition (`sha256:…`): what the model was shown.
     pub definition: String,
+    /// The revision of the rules in force ([`crate::Policy::revision`]).
+    pub policy: String,
     /// The validated arguments, in canonical JSON (RFC 8785).
     pub canonical_arguments: Vec<u8>,
     /// From the trusted run context, never from the arguments.
@@ -97,21 +100,19 @@ pub struct ApprovalSubject {
 
 impl ApprovalSubject {
     pub fn new(
-        tool: &str,
-        definition: &str,
+        (tool, definition, policy): (&str, &str, &str),
         arguments: &Value,
         subject: &Caller,
         run_id: &str,
     ) -> Self {
         let arguments = canonical_json(arguments);
-        ApprovalSubject::from_canonical(tool, definition, &arguments, subject, run_id)
+        ApprovalSubject::from_canonical((tool, definition, policy), &arguments, subject, run_id)
     }
 
     /// The subject of a call whose arguments are already in canonical form (the pipeline's
     /// [`toolhost_contract::canonical::CanonicalCall::arguments`]).
     pub fn from_canonical(
-        tool: &str,
-        definition: &str,
+        (tool, definition, policy): (&str, &str, &str),
         arguments: &[u8],
         subject: &Caller,
         run_id: &str,
@@ -119,6 +120,7 @@ impl ApprovalSubject {
         ApprovalSubject {
             tool: tool.to_string(),
             definition: definition.to_string(),
+            policy: policy.to_string(),
             canonical_arguments: arguments.to_vec(),
             caller: subject.clone(),
             run_id: run_id.to_string(),
@@ -134,12 +136,12 @@ fn binding(part: &str, fields: Value) -> String {
     hex::encode(Sha256::digest(canonical_json(&doc)))
 }
 
-/// What a token binds of the call itself: tool, its definition, arguments and run — the
-/// canonical form of `{"arguments", "definition", "domain", "part": "call", "run_id", "tool"}`,
-/// written around the arguments' canonical bytes rather than parsing them back.
+/// What a token binds of the call itself: tool, its definition, the rules, arguments and run —
+/// the canonical form of `{"arguments", "definition", "domain", "part": "call", "policy",
+/// "run_id", "tool"}`, written around the arguments' canonical bytes rather than parsing them
+/// back.
 fn call_binding_of(
-    tool: &str,
-    definition: &str,
+    (tool, definition, policy): (&str, &str, &str),
     canonical_arguments: &[u8],
     run_id: &str,
 ) -> String {
@@ -148,6 +150,7 @@ fn call_binding_of(
         ("definition", Member::Str(definition)),
         ("domain", Member::Str(APPROVAL_DOMAIN)),
         ("part", Member::Str("call")),
+        ("policy", Member::Str(policy)),
         ("run_id", Member::Str(run_id)),
         ("tool", Member::Str(tool)),
     ]);
@@ -157,8 +160,7 @@ fn call_binding_of(
 /// What a token binds of the call itself: tool, arguments and run.
 fn call_binding(call: &ApprovalSubject) -> String {
     call_binding_of(
-        &call.tool,
-        &call.definition,
+        (&call.tool, &call.definition, &call.policy),
         &call.canonical_arguments,
         &call.run_id,
     )
@@ -220,14 +222,14 @@ impl ApprovalRequest {
 
 /// Describe a pending approval for `tool(args)` by `subject` in `run_id`, valid `ttl_secs` from `now`.
 pub fn request(
-    (tool, definition): (&str, &str),
+    shown: (&str, &str, &str),
     args: &Value,
     subject: &Caller,
     run_id: &str,
     now: u64,
     ttl_secs: u64,
 ) -> ApprovalRequest {
-    let call = ApprovalSubject::new(tool, definition, args, subject, run_id);
+    let call = ApprovalSubject::new(shown, args, subject, run_id);
     request_for(&call, now, ttl_secs)
 }
 
@@ -294,20 +296,19 @@ fn split_handle(handle: &str) -> Result<Handle<'_>, &'static str> {
     })
 }
 
-/// Whether `handle` was issued for a call of `tool` with this `definition` digest and exactly
-/// `canonical_arguments` (RFC 8785) in `run_id` (its call binding), so a human shown those
-/// arguments is shown what the token will run.
+/// Whether `handle` was issued for a call of `tool` with this `definition` digest under the
+/// rules of revision `policy`, with exactly `canonical_arguments` (RFC 8785) in `run_id` (its
+/// call binding), so a human shown those arguments is shown what the token will run.
 pub fn handle_binds_call(
     handle: &str,
-    tool: &str,
-    definition: &str,
+    shown: (&str, &str, &str),
     canonical_arguments: &[u8],
     run_id: &str,
 ) -> bool {
     let Ok(h) = split_handle(handle.trim()) else {
         return false;
     };
-    h.call == call_binding_of(tool, definition, canonical_arguments, run_id)
+    h.call == call_binding_of(shown, canonical_arguments, run_id)
 }
 
 /// A handle's approval id and expiry.
@@ -562,6 +563,7 @@ mod tests {
     const NOW: u64 = 1_700_000_000;
     /// A tool definition's digest.
     const DEF: &str = "sha256:0d";
+    const POLICY: &str = "sha256:p0";
     const RUN: &str = "run-1";
 
     fn key() -> ApprovalKey {
@@ -587,7 +589,14 @@ mod tests {
     }
 
     fn token_for(k: &ApprovalKey) -> String {
-        let req = request(("delete_tree", DEF), &args(), &alice(), RUN, NOW, 900);
+        let req = request(
+            ("delete_tree", DEF, POLICY),
+            &args(),
+            &alice(),
+            RUN,
+            NOW,
+            900,
+        );
         k.mint_at(&req.handle, NOW + 10).unwrap()
     }
 
@@ -605,10 +614,11 @@ mod tests {
         ] {
             let whole = binding(
                 "call",
-                json!({"tool": tool, "definition": DEF, "arguments": args, "run_id": run}),
+                json!({"tool": tool, "definition": DEF, "policy": POLICY, "arguments": args,
+                    "run_id": run}),
             );
             assert_eq!(
-                call_binding_of(tool, DEF, &canonical_json(&args), run),
+                call_binding_of((tool, DEF, POLICY), &canonical_json(&args), run),
                 whole
             );
         }
@@ -638,7 +648,14 @@ mod tests {
     #[test]
     fn round_trip_is_single_use() {
         let k = key();
-        let req = request(("delete_tree", DEF), &args(), &alice(), RUN, NOW, 900);
+        let req = request(
+            ("delete_tree", DEF, POLICY),
+            &args(),
+            &alice(),
+            RUN,
+            NOW,
+            900,
+        );
         assert_eq!(req.expires_at, NOW + 900);
         let handle = req.handle;
         assert_eq!(
@@ -650,7 +667,7 @@ mod tests {
         let ledger = Ledger::default();
         let a = args();
         let s = alice();
-        let call = ApprovalSubject::new("delete_tree", DEF, &a, &s, RUN);
+        let call = ApprovalSubject::new(("delete_tree", DEF, POLICY), &a, &s, RUN);
         assert_eq!(k.verify(&token, &call, NOW + 20, ledger.consume()), Ok(()));
         assert!(ledger.0.borrow().contains(&req.digest));
         let again = k
@@ -673,32 +690,37 @@ mod tests {
         let other_tenant = Caller::new("alice", "globex");
         let cases = [
             (
-                ApprovalSubject::new("delete_file", DEF, &a, &s, RUN),
+                ApprovalSubject::new(("delete_file", DEF, POLICY), &a, &s, RUN),
                 Code::ApprovalMismatch,
             ),
             (
-                ApprovalSubject::new("delete_tree", DEF, &changed_args, &s, RUN),
+                ApprovalSubject::new(("delete_tree", DEF, POLICY), &changed_args, &s, RUN),
                 Code::ApprovalMismatch,
             ),
             (
-                ApprovalSubject::new("delete_tree", DEF, &a, &s, "run-2"),
+                ApprovalSubject::new(("delete_tree", DEF, POLICY), &a, &s, "run-2"),
                 Code::ApprovalMismatch,
             ),
             // The same tool name, replaced or changed since the token was minted.
             (
-                ApprovalSubject::new("delete_tree", "sha256:0e", &a, &s, RUN),
+                ApprovalSubject::new(("delete_tree", "sha256:0e", POLICY), &a, &s, RUN),
+                Code::ApprovalMismatch,
+            ),
+            // The same call under rules changed since the token was minted.
+            (
+                ApprovalSubject::new(("delete_tree", DEF, "sha256:p1"), &a, &s, RUN),
                 Code::ApprovalMismatch,
             ),
             (
-                ApprovalSubject::new("delete_tree", DEF, &a, &bob, RUN),
+                ApprovalSubject::new(("delete_tree", DEF, POLICY), &a, &bob, RUN),
                 Code::ApprovalWrongPrincipal,
             ),
             (
-                ApprovalSubject::new("delete_tree", DEF, &a, &other_tenant, RUN),
+                ApprovalSubject::new(("delete_tree", DEF, POLICY), &a, &other_tenant, RUN),
                 Code::ApprovalWrongPrincipal,
             ),
             (
-                ApprovalSubject::new("delete_file", DEF, &changed_args, &bob, RUN),
+                ApprovalSubject::new(("delete_file", DEF, POLICY), &changed_args, &bob, RUN),
                 Code::ApprovalWrongPrincipal,
             ),
         ];
@@ -707,7 +729,7 @@ mod tests {
         }
         // The unchanged call still verifies (reordered keys are the same canonical arguments).
         let reordered = json!({"recursive": true, "path": "projects/alice/old"});
-        let call = ApprovalSubject::new("delete_tree", DEF, &reordered, &s, RUN);
+        let call = ApprovalSubject::new(("delete_tree", DEF, POLICY), &reordered, &s, RUN);
         assert_eq!(
             k.verify(&token, &call, NOW + 20, Ledger::default().consume()),
             Ok(())
@@ -720,7 +742,7 @@ mod tests {
         let k = key();
         let token = token_for(&k);
         let (a, s) = (args(), alice());
-        let call = ApprovalSubject::new("delete_tree", DEF, &a, &s, RUN);
+        let call = ApprovalSubject::new(("delete_tree", DEF, POLICY), &a, &s, RUN);
         let ledger = Ledger::default();
         let err = k
             .verify(&token, &call, NOW + 900, ledger.consume())
@@ -738,11 +760,16 @@ mod tests {
         let k = key();
         let token = token_for(&k);
         let (a, s) = (args(), alice());
-        let call = ApprovalSubject::new("delete_tree", DEF, &a, &s, RUN);
+        let call = ApprovalSubject::new(("delete_tree", DEF, POLICY), &a, &s, RUN);
         let (handle, mac) = token.rsplit_once('.').unwrap();
         let flip = |h: &str| format!("{}{}", if h.starts_with('0') { '1' } else { '0' }, &h[1..]);
         let parts: Vec<&str> = handle.split('.').collect();
-        let bob = ApprovalSubject::new("delete_tree", DEF, &a, &Caller::new("bob", "acme"), RUN);
+        let bob = ApprovalSubject::new(
+            ("delete_tree", DEF, POLICY),
+            &a,
+            &Caller::new("bob", "acme"),
+            RUN,
+        );
         let forged_principal = format!(
             "{}.{}.{}.{mac}",
             parts[0],
@@ -751,7 +778,7 @@ mod tests {
         );
         let forged_call = format!("{}.{}.{}.{mac}", flip(parts[0]), parts[1], parts[2]);
         let later = format!("{}.{}.{}.{mac}", parts[0], parts[1], NOW + 899);
-        let req = request(("delete_tree", DEF), &a, &s, RUN, NOW, 900);
+        let req = request(("delete_tree", DEF, POLICY), &a, &s, RUN, NOW, 900);
         for bad in [
             format!("{handle}.{}", flip(mac)),
             forged_principal,
@@ -778,7 +805,7 @@ mod tests {
     fn other_key_is_invalid() {
         let token = token_for(&ApprovalKey::from_bytes([8u8; KEY_LEN]));
         let (a, s) = (args(), alice());
-        let call = ApprovalSubject::new("delete_tree", DEF, &a, &s, RUN);
+        let call = ApprovalSubject::new(("delete_tree", DEF, POLICY), &a, &s, RUN);
         assert_eq!(
             verify_err(&key(), &token, &call).code(),
             Code::ApprovalInvalid
@@ -790,7 +817,7 @@ mod tests {
     fn expiry_beyond_the_ttl_is_invalid() {
         let token = token_for(&key());
         let (a, s) = (args(), alice());
-        let call = ApprovalSubject::new("delete_tree", DEF, &a, &s, RUN);
+        let call = ApprovalSubject::new(("delete_tree", DEF, POLICY), &a, &s, RUN);
         let short = key().with_ttl(10);
         assert_eq!(
             verify_err(&short, &token, &call).code(),
@@ -812,7 +839,7 @@ mod tests {
         let messages: HashSet<&str> = all.iter().map(ApprovalFailure::message).collect();
         assert_eq!((codes.len(), messages.len()), (all.len(), all.len()));
         assert!(!codes.contains(&Code::ApprovalDenied));
-        let digest = request(("t", DEF), &json!({}), &alice(), RUN, NOW, 9).digest;
+        let digest = request(("t", DEF, POLICY), &json!({}), &alice(), RUN, NOW, 9).digest;
         assert!(messages.iter().all(|m| !m.contains(&digest[..8])));
     }
 
@@ -820,7 +847,14 @@ mod tests {
     #[test]
     fn mint_checks_the_handle() {
         let k = key();
-        let req = request(("delete_tree", DEF), &args(), &alice(), RUN, NOW, 900);
+        let req = request(
+            ("delete_tree", DEF, POLICY),
+            &args(),
+            &alice(),
+            RUN,
+            NOW,
+            900,
+        );
         assert!(k.mint_at(&req.handle, NOW + 900).is_err(), "expired");
         let (bindings, _) = req.handle.rsplit_once('.').unwrap();
         let far = format!("{bindings}.{}", NOW + 10_000);
@@ -845,17 +879,20 @@ mod tests {
     fn digest_is_stable() {
         let a = json!({"b": 1.0, "a": "x"});
         let s = Caller::new("p", "t");
-        let call = ApprovalSubject::new("tool", DEF, &a, &s, "r");
-        let call_input = br#"{"arguments":{"a":"x","b":1},"definition":"sha256:0d","domain":"toolhost.approval.v3","part":"call","run_id":"r","tool":"tool"}"#;
+        let call = ApprovalSubject::new(("tool", DEF, POLICY), &a, &s, "r");
+        let call_input = br#"{"arguments":{"a":"x","b":1},"definition":"sha256:0d","domain":"toolhost.approval.v4","part":"call","policy":"sha256:p0","run_id":"r","tool":"tool"}"#;
         let principal_input =
-            br#"{"domain":"toolhost.approval.v3","part":"principal","principal":"p","tenant":"t"}"#;
+            br#"{"domain":"toolhost.approval.v4","part":"principal","principal":"p","tenant":"t"}"#;
         let handle = format!(
             "{}.{}.5",
             hex::encode(Sha256::digest(call_input)),
             hex::encode(Sha256::digest(principal_input))
         );
-        assert_eq!(request(("tool", DEF), &a, &s, "r", 0, 5).handle, handle);
-        let id_input = format!("toolhost.approval.v3:{handle}");
+        assert_eq!(
+            request(("tool", DEF, POLICY), &a, &s, "r", 0, 5).handle,
+            handle
+        );
+        let id_input = format!("toolhost.approval.v4:{handle}");
         assert_eq!(
             digest(&call, 5),
             hex::encode(Sha256::digest(id_input.as_bytes()))

@@ -163,6 +163,18 @@ fn risk_name(risk: Risk) -> &'static str {
 pub struct Policy {
     default: Effect,
     rules: Vec<Rule>,
+    /// `sha256:` and the hex SHA-256 of the canonical JSON of the section's `default` and rules.
+    revision: String,
+}
+
+/// See [`Policy::revision`].
+fn revision(default: Effect, rules: &[RuleConfig]) -> String {
+    let doc = serde_json::json!({"default": default, "rules": rules});
+    let bytes = toolhost_contract::canonical::canonical_json(&doc);
+    format!(
+        "sha256:{}",
+        toolhost_contract::canonical::digest_bytes(&bytes)
+    )
 }
 
 impl Policy {
@@ -171,7 +183,15 @@ impl Policy {
         Policy {
             default: Effect::Allow,
             rules: Vec::new(),
+            revision: revision(Effect::Allow, &[]),
         }
+    }
+
+    /// The revision of the rules (`sha256:…` of the canonical JSON of `default` and every
+    /// rule): equal on every host that loads the same rules, and changed by any change to
+    /// them. An approval binds it, so a changed rule does not inherit an old approval.
+    pub fn revision(&self) -> &str {
+        &self.revision
     }
 
     /// Compile and check a `[policy]` section. `_base_dir` (the config file's directory) is
@@ -196,6 +216,7 @@ impl Policy {
         Ok(Policy {
             default: config.default,
             rules,
+            revision: revision(config.default, &config.rules),
         })
     }
 
@@ -693,10 +714,22 @@ mod tests {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
         }
-        let req = request(("rm", "sha256:d"), &json!({}), &s("a", "t"), "r", 100, ttl);
+        let req = request(
+            ("rm", "sha256:d", "sha256:p"),
+            &json!({}),
+            &s("a", "t"),
+            "r",
+            100,
+            ttl,
+        );
         let token = key.mint_at(&req.handle, 100).unwrap();
         let (again, _) = load_approval_key(None, dir.path(), &data).unwrap();
-        let call = ApprovalSubject::new("rm", "sha256:d", &json!({}), &s("a", "t"), "r");
+        let call = ApprovalSubject::new(
+            ("rm", "sha256:d", "sha256:p"),
+            &json!({}),
+            &s("a", "t"),
+            "r",
+        );
         assert_eq!(again.verify(&token, &call, 101, |_, _| true), Ok(()));
     }
 

@@ -49,15 +49,16 @@ impl Approvals<'_> {
     }
 
     /// The call an approval handle was asked for, with the arguments a human must see before
-    /// approving it: the recorded ones (content recording on) or `given`, either way checked
-    /// against the handle's call binding, so what is shown is what the token runs. A call of a
+    /// approving it (in canonical JSON, exactly as the approval binds them): the recorded ones
+    /// (content recording on) or `given`, either way checked against the handle's call
+    /// binding, so what is shown is what the token runs. A call of a
     /// tool whose definition is not the one it was asked under (replaced, changed, or no longer
     /// loaded) is refused: its approval could never run.
     pub fn call(
         &self,
         handle: &str,
         given: Option<&Value>,
-    ) -> Result<(CallRecord, Value), ApproveError> {
+    ) -> Result<(CallRecord, String), ApproveError> {
         let (run_id, call_id) = self.requested(handle)?;
         let record = self
             .rt
@@ -85,7 +86,8 @@ impl Approvals<'_> {
         if !self.bind_call(handle, &record.tool, definition, &canonical, &record.run_id) {
             return Err(ApproveError::ArgumentsMismatch);
         }
-        Ok((record, arguments))
+        let canonical = String::from_utf8(canonical).expect("canonical JSON is UTF-8");
+        Ok((record, canonical))
     }
 
     /// Mint the single-use token for an approval handle some call asked for (after a human saw
@@ -96,8 +98,8 @@ impl Approvals<'_> {
         Ok(self.rt.approval_key.mint_at(handle, now)?)
     }
 
-    /// Whether `handle` was asked for a call of `tool`, whose definition has this digest, with
-    /// exactly these canonical arguments in `run_id`.
+    /// Whether `handle` was asked for a call of `tool`, whose definition has this digest, under
+    /// the rules in force now, with exactly these canonical arguments in `run_id`.
     pub fn bind_call(
         &self,
         handle: &str,
@@ -106,7 +108,9 @@ impl Approvals<'_> {
         canonical_arguments: &[u8],
         run_id: &str,
     ) -> bool {
-        toolhost_policy::handle_binds_call(handle, tool, definition, canonical_arguments, run_id)
+        let policy = self.rt.policy();
+        let shown = (tool, definition, policy.revision());
+        toolhost_policy::handle_binds_call(handle, shown, canonical_arguments, run_id)
     }
 
     /// A handle's approval id and its expiry (unix seconds), if it reads as a handle.

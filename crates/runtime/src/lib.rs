@@ -115,8 +115,10 @@ pub enum ApproveError {
     NotRequested,
     #[error("this host does not record arguments, so it cannot show what this approval runs; pass the call's arguments with --arguments JSON (they are checked against the handle)")]
     ArgumentsNeeded,
+    /// The call binding does not hold: other arguments, or rules changed (by a reload) since the
+    /// call asked.
     #[error(
-        "the arguments given are not the ones this approval was asked for; nothing was approved"
+        "the arguments given are not the ones this approval was asked for, or the rules in force changed since it was asked; nothing was approved"
     )]
     ArgumentsMismatch,
     /// The tool the call named was replaced, changed or unloaded since it asked: the approval

@@ -12,15 +12,12 @@ use std::time::Duration;
 use rmcp::model::{ElicitRequestParams, ElicitationAction};
 use rmcp::service::{Peer, RoleServer};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use toolhost_contract::{ApprovalAnswer, ApprovalPrompt, Approver};
 
 /// How long the human has to answer before the call ends `approval_required`.
 pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
-/// Bytes of canonical arguments shown in the question; longer arguments are cut, and their
-/// SHA-256 is always shown.
-pub const MAX_SHOWN_ARGUMENT_BYTES: usize = 4096;
+pub use toolhost_contract::pending::MAX_SHOWN_ARGUMENT_BYTES;
 
 /// Asks through one session's client.
 pub struct ElicitingApprover {
@@ -33,35 +30,12 @@ impl ElicitingApprover {
     }
 }
 
-/// The question a human reads.
+/// The question a human reads: the one rendering of a pending call
+/// ([`toolhost_contract::Pending`]).
 pub fn question(p: &ApprovalPrompt) -> String {
-    let args = &p.canonical_arguments;
-    let shown = toolhost_contract::bounds::clip(args, MAX_SHOWN_ARGUMENT_BYTES);
-    let cut = if shown.len() < args.len() {
-        format!(" … [{} more bytes]", args.len() - shown.len())
-    } else {
-        String::new()
-    };
-    let safe = toolhost_contract::terminal_safe;
     format!(
-        "Approve this tool call?\n\ntool: {}\nprincipal: {} (tenant {})\narguments: {}{cut}\n\
-         arguments sha256: {}\napproval digest: {}\nexpires: {} (unless answered before)\n\n\
-         The approval is for this exact call, once.",
-        safe(&p.tool),
-        safe(&p.caller.principal),
-        safe(&p.caller.tenant),
-        safe(shown),
-        hex::encode(Sha256::digest(args.as_bytes())),
-        p.digest,
-        expiry(p.expires_at),
-    )
-}
-
-/// When an approval asked at unix second `at` stops being valid, in RFC 3339 (UTC).
-fn expiry(at: u64) -> String {
-    chrono::DateTime::from_timestamp(i64::try_from(at).unwrap_or(i64::MAX), 0).map_or_else(
-        || format!("unix {at}"),
-        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "Approve this tool call?\n\n{}",
+        toolhost_contract::Pending::of(p).text()
     )
 }
 
@@ -133,6 +107,7 @@ mod tests {
     fn prompt(args: String) -> ApprovalPrompt {
         ApprovalPrompt {
             tool: "delete_file".into(),
+            risk: Some(toolhost_contract::Risk::Destructive),
             canonical_arguments: args,
             caller: toolhost_contract::Caller::new("alice", "acme"),
             run_id: "r".into(),
@@ -150,7 +125,8 @@ mod tests {
         let q = question(&p);
         assert!(q.contains("delete_file"));
         assert!(q.contains("alice"));
-        assert!(q.contains("{\"path\":\"/a\"}"));
+        assert!(q.contains("\"path\": \"/a\""), "{q}");
+        assert!(q.contains("risk: destructive"), "{q}");
         assert!(q.contains("expires: 2026-11-30T"), "{q}");
         let _ = params(&prompt("{}".into()));
     }
@@ -175,7 +151,7 @@ mod tests {
     #[test]
     fn long_arguments_are_cut_visibly() {
         let q = question(&prompt("x".repeat(MAX_SHOWN_ARGUMENT_BYTES + 10)));
-        assert!(q.contains("[10 more bytes]"));
+        assert!(q.contains("[10 more bytes not shown]"), "{q}");
         assert!(q.len() < MAX_SHOWN_ARGUMENT_BYTES + 400);
     }
 }

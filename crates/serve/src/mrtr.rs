@@ -77,6 +77,8 @@ pub struct Resumed {
 #[derive(Debug, Clone)]
 pub struct Question<'a> {
     pub tool: &'a str,
+    /// The tool's risk (`None` when it is no longer served).
+    pub risk: Option<toolhost_contract::Risk>,
     pub run_id: &'a str,
     pub call_id: &'a str,
     pub handle: &'a str,
@@ -119,6 +121,7 @@ impl StateSeal {
         let (digest, _) = parse_handle(q.handle).ok()?;
         let prompt = ApprovalPrompt {
             tool: q.tool.to_string(),
+            risk: q.risk,
             canonical_arguments: String::from_utf8_lossy(q.arguments).into_owned(),
             caller: caller.clone(),
             run_id: q.run_id.to_string(),
@@ -261,6 +264,7 @@ mod tests {
         let approval = r.approval.as_ref().unwrap();
         let q = Question {
             tool: &r.tool,
+            risk: None,
             run_id: "R",
             call_id: &r.call_id,
             handle: &approval.handle,

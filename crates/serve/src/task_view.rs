@@ -32,7 +32,7 @@ pub(super) fn detailed(
     task: &TaskRecord,
     seal: &StateSeal,
     caller: &Caller,
-    (wrap, client_approves): (bool, bool),
+    (wrap, client_approves, risk): (bool, bool, Option<toolhost_contract::Risk>),
 ) -> DetailedTask {
     let base = Task::new(
         task.task_id.clone(),
@@ -50,7 +50,9 @@ pub(super) fn detailed(
                 json!({"status": "failed", "code": Code::HostError.as_str()}),
             ),
         },
-        TaskCall::Finished(result) => finished(task, result, seal, caller, (wrap, client_approves)),
+        TaskCall::Finished(result) => {
+            finished(task, result, seal, caller, (wrap, client_approves, risk))
+        }
     };
     DetailedTask::new(base, payload)
 }
@@ -60,7 +62,7 @@ fn finished(
     result: &ToolResult,
     seal: &StateSeal,
     caller: &Caller,
-    (wrap, client_approves): (bool, bool),
+    (wrap, client_approves, risk): (bool, bool, Option<toolhost_contract::Risk>),
 ) -> TaskPayload {
     if let (Some(Code::ApprovalRequired), Some(a)) = (result.code, &result.approval) {
         // A waiting call cancelled before anyone approved it never ran.
@@ -72,6 +74,7 @@ fn finished(
             let arguments = &toolhost_contract::canonical::canonical_json(arguments);
             let q = Question {
                 tool: &task.tool,
+                risk,
                 run_id: &task.run_id,
                 call_id: &task.call_id,
                 handle: &a.handle,

@@ -292,13 +292,16 @@ impl Tasks {
     ) -> Result<GetTaskResult, ErrorData> {
         let (runtime, seal) = (&shared.runtime, &shared.seal);
         let task = self.find(runtime, caller, task_id).await?;
-        let wrap = wraps_output(runtime.visibility(caller).tool(&task.tool));
+        let seen = runtime.visibility(caller);
+        let tool = seen.tool(&task.tool);
+        let wrap = wraps_output(tool);
+        let risk = tool.map(|t| t.risk);
         let client_approves = !runtime.approvals().operator_only_by_name(&task.tool);
         Ok(GetTaskResult::new(detailed(
             &task,
             seal,
             caller,
-            (wrap, client_approves),
+            (wrap, client_approves, risk),
         )))
     }
 

@@ -1,8 +1,9 @@
 //! `toolhost approve`: a human sees the call an approval runs, then says yes.
 //!
-//! The call is shown as the agent's terminal question shows it (tool, run, call, the
-//! arguments pretty-printed with every control and reordering mark escaped), from the ledger's
-//! recorded arguments or from `--arguments`, which must match the handle's call binding. The
+//! The call is shown as every front end shows a pending call (`contract::pending`: tool, risk,
+//! run, call, the arguments pretty-printed with every control, invisible mark and look-alike
+//! letter made visible), from the ledger's recorded arguments or from `--arguments`, which must
+//! match the handle's call binding. The
 //! token is printed only after `yes` on stdin, or with `--yes`.
 
 use std::io::BufRead;
@@ -12,8 +13,7 @@ use serde_json::Value;
 
 use super::report::usage_error;
 use super::{EXIT_NOT_COMPLETED, EXIT_USAGE};
-use crate::agent::approval::MAX_SHOWN_ARGUMENT_BYTES;
-use crate::contract::terminal_safe;
+use crate::contract::for_human;
 use crate::Runtime;
 
 /// Longest answer line read from stdin.
@@ -34,7 +34,7 @@ pub(super) fn approve(rt: &Runtime, handle: &str, arguments: Option<&str>, yes: 
         Ok(found) => found,
         Err(e) => return usage_error(&e),
     };
-    crate::telemetry::show(question(&record, &arguments, handle));
+    crate::telemetry::show(question(rt, &record, &arguments, handle));
     if !yes && !confirmed() {
         crate::telemetry::say(tracing::Level::ERROR, "not approved");
         return ExitCode::from(EXIT_NOT_COMPLETED);
@@ -48,18 +48,26 @@ pub(super) fn approve(rt: &Runtime, handle: &str, arguments: Option<&str>, yes: 
     }
 }
 
-/// What the human reads before answering.
-fn question(record: &crate::ledger::CallRecord, arguments: &Value, handle: &str) -> String {
-    let pretty = serde_json::to_string_pretty(arguments).unwrap_or_default();
-    let shown = crate::contract::bounds::clip(&pretty, MAX_SHOWN_ARGUMENT_BYTES);
-    let cut = if shown.len() < pretty.len() {
-        format!("\n… [{} more bytes]", pretty.len() - shown.len())
-    } else {
-        String::new()
+/// What the human reads before answering: the one rendering of a pending call
+/// ([`crate::contract::Pending`]), whether the approval can still be used, and what authorized
+/// the call.
+fn question(
+    rt: &Runtime,
+    record: &crate::ledger::CallRecord,
+    canonical: &str,
+    handle: &str,
+) -> String {
+    let (digest, expires) = crate::policy::parse_handle(handle).unwrap_or_default();
+    let pending = crate::contract::Pending {
+        tool: &record.tool,
+        risk: rt.registry().get(&record.tool).map(|t| t.risk),
+        canonical_arguments: canonical,
+        caller: None,
+        run_id: &record.run_id,
+        call_id: &record.call_id,
+        digest: &digest,
+        expires_at: expires,
     };
-    let expires = crate::policy::parse_handle(handle)
-        .map(|(_, at)| at)
-        .unwrap_or(0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -68,15 +76,9 @@ fn question(record: &crate::ledger::CallRecord, arguments: &Value, handle: &str)
         Some(left) if left > 0 => format!("valid for {left} more seconds"),
         _ => "expired: a token minted now will be refused".to_string(),
     };
-    let mut q = format!(
-        "Approve this tool call?\n\ntool: {}\nrun: {}\ncall: {}\narguments:\n{}{cut}\n{validity}\n",
-        terminal_safe(&record.tool),
-        terminal_safe(&record.run_id),
-        terminal_safe(&record.call_id),
-        terminal_safe(shown),
-    );
+    let mut q = format!("Approve this tool call?\n\n{}{validity}\n", pending.text());
     for e in record.events.iter().filter(|e| e.stage == "authorize") {
-        q.push_str(&format!("authorized: {}\n", terminal_safe(&e.detail)));
+        q.push_str(&format!("authorized: {}\n", for_human(&e.detail)));
     }
     q.push_str("\nType yes to approve this exact call once (anything else refuses): ");
     q

@@ -33,9 +33,13 @@ async fn approve_call(
     token: Option<&str>,
     journal: &mut Journal<'_>,
 ) -> Ended<()> {
+    let policy = rt.policy();
     let subject = ApprovalSubject::from_canonical(
-        tool.name.as_str(),
-        tool.definition_digest.as_str(),
+        (
+            tool.name.as_str(),
+            tool.definition_digest.as_str(),
+            policy.revision(),
+        ),
         arguments,
         &ctx.caller,
         &ctx.run_id,
@@ -52,7 +56,8 @@ async fn approve_call(
                 a.0.channel() == Approvers::Operator
                     || rt.approvals().approvers(tool) == Approvers::Client
             });
-            match ask_approver(rt, ctx, approver, call, (&subject, &request), journal).await? {
+            let asking = (&subject, &request, tool.risk);
+            match ask_approver(rt, ctx, approver, call, asking, journal).await? {
                 Some((minted, source)) => {
                     asked = minted;
                     approved_through = format!("by a human, through {source}");
@@ -131,7 +136,11 @@ async fn ask_approver(
     ctx: &RunContext,
     approver: Option<&ApproverHandle>,
     call: &ToolCall,
-    (subject, request): (&ApprovalSubject, &toolhost_policy::ApprovalRequest),
+    (subject, request, risk): (
+        &ApprovalSubject,
+        &toolhost_policy::ApprovalRequest,
+        toolhost_contract::Risk,
+    ),
     journal: &mut Journal<'_>,
 ) -> Result<Option<(String, &'static str)>, Box<ToolResult>> {
     let Some(approver) = approver else {
@@ -139,6 +148,7 @@ async fn ask_approver(
     };
     let prompt = ApprovalPrompt {
         tool: subject.tool.clone(),
+        risk: Some(risk),
         canonical_arguments: String::from_utf8_lossy(&subject.canonical_arguments).into_owned(),
         caller: subject.caller.clone(),
         run_id: subject.run_id.clone(),

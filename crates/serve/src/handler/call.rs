@@ -129,6 +129,7 @@ impl Session {
             // No readable answer: the same question again, nothing admitted.
             let q = Question {
                 tool: &call.name,
+                risk: prepared.tool().map(|t| t.risk),
                 run_id: &r.run_id,
                 call_id: &r.first_call_id,
                 handle: &r.handle,
@@ -245,6 +246,7 @@ impl Session {
         if let Some(approval) = result.approval.as_ref().filter(|_| asks) {
             let q = Question {
                 tool: &result.tool,
+                risk: prepared.tool().map(|t| t.risk),
                 run_id: &run_id,
                 call_id: &result.call_id,
                 handle: &approval.handle,
