@@ -190,15 +190,22 @@ impl Runtime {
 
     /// The tools this runtime serves now: a snapshot, kept whole however long it is held.
     pub fn registry(&self) -> Arc<Registry> {
-        self.served().registry
+        self.read_served(|s| s.registry.clone())
     }
 
     /// The tools and the rules served now, from one read.
     fn served(&self) -> Served {
-        self.served
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.read_served(Served::clone)
+    }
+
+    /// What `take` keeps of the pair served now, under one read of the lock.
+    fn read_served<T>(&self, take: impl FnOnce(&Served) -> T) -> T {
+        take(
+            &self
+                .served
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Serve `registry` under `policy` from now on, and return the tools they replace. A call
@@ -238,7 +245,7 @@ impl Runtime {
 
     /// The authorization rules in force now.
     pub fn policy(&self) -> Arc<Policy> {
-        self.served().policy
+        self.read_served(|s| s.policy.clone())
     }
 
     /// Sandbox executions since this runtime started (calls that reached the execute stage).

@@ -43,25 +43,36 @@ pub(super) fn start(
                 }
             }
             changed = None;
-            reload(&source, &shared).await;
-            files = Watched::of(&source);
+            files = reload(&source, &shared).await;
             last = files.look();
         }
     });
     Ok(stop.drop_guard())
 }
 
-/// Read the config again and swap in its tools; log and count the outcome.
-async fn reload(source: &Source, shared: &crate::serve::Shared) {
-    let (source, rt) = (source.clone(), shared.runtime.clone());
-    let outcome = tokio::task::spawn_blocking(move || {
-        let config = source
-            .config()
-            .map_err(|e| crate::contract::error_chain(&e))?;
-        crate::config::reload(&config, &rt).map_err(|e| crate::contract::error_chain(&e))
+/// Read the config again and swap in its tools; log and count the outcome. Returns the files
+/// that read named, for `--watch` to look at next (the config is read once per reload, off the
+/// async workers).
+async fn reload(source: &Source, shared: &crate::serve::Shared) -> Watched {
+    let (read, rt) = (source.clone(), shared.runtime.clone());
+    let done = tokio::task::spawn_blocking(move || {
+        let config = read.config();
+        let watched = Watched::named_by(&read, config.as_ref().ok());
+        let outcome = config
+            .map_err(|e| crate::contract::error_chain(&e))
+            .and_then(|c| {
+                crate::config::reload(&c, &rt).map_err(|e| crate::contract::error_chain(&e))
+            });
+        (watched, outcome)
     })
-    .await
-    .unwrap_or_else(|e| Err(format!("the reload stopped: {e}")));
+    .await;
+    let (watched, outcome) = match done {
+        Ok(done) => done,
+        Err(e) => (
+            Watched::named_by(source, None),
+            Err(format!("the reload stopped: {e}")),
+        ),
+    };
     match outcome {
         Ok(r) => {
             crate::telemetry::metrics().reload("applied");
@@ -83,6 +94,7 @@ async fn reload(source: &Source, shared: &crate::serve::Shared) {
             );
         }
     }
+    watched
 }
 
 /// The files a reload reads: the config, and when it parses, its lock and its component files.
@@ -95,8 +107,13 @@ type Look = Option<(u64, Option<SystemTime>, u64)>;
 
 impl Watched {
     fn of(source: &Source) -> Watched {
+        Watched::named_by(source, source.config().as_ref().ok())
+    }
+
+    /// The source's file, and when its config was read (`config`), its lock and components.
+    fn named_by(source: &Source, config: Option<&crate::config::Config>) -> Watched {
         let mut files = vec![source.file()];
-        if let Ok(config) = source.config() {
+        if let Some(config) = config {
             files.extend(config.lock_path());
             files.extend(
                 config
