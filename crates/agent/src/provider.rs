@@ -11,8 +11,9 @@
 //! Only the *model request* is ever retried — on a timeout, a 429 (honouring `retry-after-ms`
 //! or `Retry-After`), a 5xx, a connection failure, a truncated stream or malformed JSON — at most
 //! [`ProviderOptions::max_retries`] times. An exhausted quota, refused credentials and an
-//! invalid request are never retried, whether a status or an event inside the stream said so. A response past toolhost's own size caps is not
-//! retried (the same request would pull as much again). A turn is handed to the loop only when
+//! invalid request are never retried, whether a status or an event inside the stream said so.
+//! A response past toolhost's own size caps is not retried (the same request would pull as much
+//! again). A turn is handed to the loop only when
 //! complete, so a retried request never re-runs a tool. Every attempt is reported
 //! ([`Attempt`]), also when the run's deadline or a cancel cuts one short.
 //!

@@ -141,6 +141,11 @@ impl Parts {
         self.content.push_str(kept);
     }
 
+    /// Whether any text arrived.
+    pub(crate) fn has_text(&self) -> bool {
+        self.has_content
+    }
+
     /// A new call; its position.
     pub(crate) fn new_call(&mut self) -> Result<usize, TurnError> {
         if self.calls.len() >= MAX_CALLS_PER_TURN {

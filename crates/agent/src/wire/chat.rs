@@ -104,6 +104,12 @@ fn parse_event(data: &[u8]) -> Result<(Value, Vec<usize>), TurnError> {
     })
 }
 
+/// Whether a chunk or body is the provider's error (some servers send `"error": null` in
+/// every chunk).
+fn has_error(v: &Value) -> bool {
+    v.get("error").is_some_and(|e| !e.is_null())
+}
+
 impl ChatTurn {
     /// Whether the stream said `[DONE]` (reading stops there; after a `finish_reason` alone
     /// the usage chunk may still follow).
@@ -120,7 +126,7 @@ impl ChatTurn {
         }
         let (v, repeated) = parse_event(data.as_bytes())?;
         self.repeated = repeated;
-        if v.get("error").is_some() {
+        if has_error(&v) {
             return Err(stream_error(&v));
         }
         self.take_usage(&v);
@@ -140,7 +146,7 @@ impl ChatTurn {
     pub fn whole_body(&mut self, raw: &[u8], now: Instant) -> Result<(), ProviderError> {
         let (v, repeated) = parse_event(raw)?;
         self.repeated = repeated;
-        if v.get("error").is_some() {
+        if has_error(&v) {
             return Err(stream_error(&v));
         }
         Ok(self.whole(&v, now)?)

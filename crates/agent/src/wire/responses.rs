@@ -77,6 +77,28 @@ pub struct ResponsesTurn {
     done: bool,
 }
 
+/// The text parts (`output_text`, `refusal`) of a response's message items, in order.
+fn message_texts(r: &Value) -> impl Iterator<Item = &str> {
+    let items = r
+        .get("output")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    items
+        .filter(|i| i.get("type").and_then(Value::as_str) == Some("message"))
+        .flat_map(|i| {
+            i.get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(|p| {
+            p.get("text")
+                .or_else(|| p.get("refusal"))
+                .and_then(Value::as_str)
+        })
+}
+
 impl ResponsesTurn {
     /// Whether a terminal event (`response.completed`, `.incomplete`) arrived.
     pub fn saw_done(&self) -> bool {
@@ -211,8 +233,14 @@ impl ResponsesTurn {
         }
     }
 
-    /// A terminal response object: how it ended, and its usage.
+    /// A terminal response object: how it ended, and its usage. A server that streamed no text
+    /// deltas still gives its text in the response's message items.
     fn end(&mut self, r: &Value) {
+        if !self.parts.has_text() {
+            for t in message_texts(r) {
+                self.parts.text(t);
+            }
+        }
         let incomplete = r.get("status").and_then(Value::as_str) == Some("incomplete");
         let reason = r
             .get("incomplete_details")
@@ -328,6 +356,26 @@ mod tests {
         let bad = t.calls[0].arguments.as_ref().unwrap_err();
         assert!(bad.message.contains("differ"), "{}", bad.message);
         assert_eq!(t.calls[1].arguments.as_ref().unwrap(), &json!({}));
+    }
+
+    /// Text that arrived only in the completed response (no deltas) is taken from it; text
+    /// that arrived as deltas is not taken twice.
+    #[test]
+    fn text_only_in_the_completed_response() {
+        let done = json!({"type": "response.completed", "response": {"status": "completed",
+            "output": [{"type": "message", "content": [{"type": "output_text", "text": "Hi."}]}]}});
+        assert_eq!(
+            feed(std::slice::from_ref(&done))
+                .unwrap()
+                .content
+                .as_deref(),
+            Some("Hi.")
+        );
+        let delta = json!({"type": "response.output_text.delta", "delta": "Hi."});
+        assert_eq!(
+            feed(&[delta, done]).unwrap().content.as_deref(),
+            Some("Hi.")
+        );
     }
 
     /// An incomplete response is an output limit (or a filter, by its reason); a stream without
