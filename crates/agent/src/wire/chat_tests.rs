@@ -275,3 +275,22 @@ fn cut_text_says_so() {
     b.event("[DONE]", now).unwrap();
     assert_eq!(b.finish(now).unwrap().content.as_deref(), Some("short"));
 }
+
+/// `"error": null` in a chunk is no error; an error object is the provider's, classified.
+#[test]
+fn a_null_error_field_is_no_error() {
+    let now = Instant::now();
+    let mut b = ChatTurn::default();
+    let chunk = json!({"error": null, "choices": [{"index": 0, "delta": {"content": "ok"},
+        "finish_reason": "stop"}]});
+    b.event(&chunk.to_string(), now).unwrap();
+    assert_eq!(b.finish(now).unwrap().content.as_deref(), Some("ok"));
+    let mut b = ChatTurn::default();
+    let e = b
+        .event(
+            &json!({"error": {"type": "authentication_error"}}).to_string(),
+            now,
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), "auth_failed");
+}
