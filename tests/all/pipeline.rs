@@ -551,19 +551,7 @@ fn approve_shows_hidden_and_look_alike_characters() {
         .collect();
     let content = format!("p\u{0430}y{tags} \u{202e}txt.exe");
     let args = json!({"path": "alice/hidden.txt", "content": content}).to_string();
-    let first = toolhost(&[
-        "call",
-        "--config",
-        cfg,
-        "--principal",
-        "alice",
-        "--run-id",
-        "H",
-        "--call-id",
-        "1",
-        "write_text",
-        &args,
-    ]);
+    let first = alice_writes(cfg, ("H", "1"), None, &args);
     let handle = first.json()["approval"]["handle"]
         .as_str()
         .unwrap()
@@ -586,22 +574,7 @@ fn approve_shows_hidden_and_look_alike_characters() {
         "{shown}"
     );
     assert!(shown.contains("risk: destructive"), "{shown}");
-    let token = approve.stdout.trim();
-    let second = toolhost(&[
-        "call",
-        "--config",
-        cfg,
-        "--principal",
-        "alice",
-        "--run-id",
-        "H",
-        "--call-id",
-        "2",
-        "--approval-token",
-        token,
-        "write_text",
-        &args,
-    ]);
+    let second = alice_writes(cfg, ("H", "2"), Some(approve.stdout.trim()), &args);
     assert_eq!(
         second.json()["status"],
         json!("completed"),
@@ -610,25 +583,37 @@ fn approve_shows_hidden_and_look_alike_characters() {
     );
 }
 
-/// The CLI approval round trip: call → approve HANDLE → call with the token.
-#[test]
-fn cli_approval_round_trip() {
-    let e = env("");
-    let cfg = e.config.to_str().unwrap();
-    let args = r#"{"path":"alice/cli.txt","content":"via cli"}"#;
-    let first = toolhost(&[
+/// `toolhost call write_text ARGS` as alice, as call (run, id), with an approval token if given.
+fn alice_writes(
+    cfg: &str,
+    (run, id): (&str, &str),
+    token: Option<&str>,
+    args: &str,
+) -> crate::support::Cli {
+    let mut a = vec![
         "call",
         "--config",
         cfg,
         "--principal",
         "alice",
         "--run-id",
-        "A",
-        "--call-id",
-        "1",
-        "write_text",
-        args,
-    ]);
+        run,
+    ];
+    a.extend(["--call-id", id]);
+    if let Some(t) = token {
+        a.extend(["--approval-token", t]);
+    }
+    a.extend(["write_text", args]);
+    toolhost(&a)
+}
+
+/// The CLI approval round trip: call → approve HANDLE → call with the token.
+#[test]
+fn cli_approval_round_trip() {
+    let e = env("");
+    let cfg = e.config.to_str().unwrap();
+    let args = r#"{"path":"alice/cli.txt","content":"via cli"}"#;
+    let first = alice_writes(cfg, ("A", "1"), None, args);
     let v = first.json();
     assert_eq!(v["code"], json!("approval_required"));
     let handle = v["approval"]["handle"].as_str().unwrap();
@@ -652,21 +637,7 @@ fn cli_approval_round_trip() {
         approve.stderr
     );
     let token = approve.stdout.trim();
-    let second = toolhost(&[
-        "call",
-        "--config",
-        cfg,
-        "--principal",
-        "alice",
-        "--run-id",
-        "A",
-        "--call-id",
-        "2",
-        "--approval-token",
-        token,
-        "write_text",
-        args,
-    ]);
+    let second = alice_writes(cfg, ("A", "2"), Some(token), args);
     assert_eq!(
         second.json()["status"],
         json!("completed"),
