@@ -115,8 +115,32 @@ fn setup() -> (tempfile::TempDir, String, std::path::PathBuf) {
     (dir, path.display().to_string(), ws)
 }
 
-/// `toolhost agent` over `api`, streamed or not, with `prompt` and `extra` flags: exit status
+/// `toolhost agent --config CONFIG --base-url BASE --model MODEL --api API FLAGS…`: exit status
 /// and summary.
+pub(crate) fn agent_cli(
+    config: &str,
+    (base, model): (&str, &str),
+    api: &str,
+    flags: &[&str],
+) -> (i32, Value) {
+    let mut args = vec![
+        "agent",
+        "--config",
+        config,
+        "--base-url",
+        base,
+        "--model",
+        model,
+        "--api",
+        api,
+    ];
+    args.extend(flags);
+    let out = toolhost(&args);
+    (out.status, out.json())
+}
+
+/// `toolhost agent` over `api` against the mock, streamed or not, with `prompt` and `extra`
+/// flags: exit status and summary.
 fn agent(
     config: &str,
     m: &Mock,
@@ -125,26 +149,12 @@ fn agent(
     prompt: &str,
     extra: &[&str],
 ) -> (i32, Value) {
-    let base = m.base_url();
-    let mut args = vec![
-        "agent",
-        "--config",
-        config,
-        "--base-url",
-        &base,
-        "--model",
-        "mock-model",
-        "--api",
-        api,
-        "--prompt",
-        prompt,
-    ];
+    let mut flags = vec!["--prompt", prompt];
     if !stream {
-        args.push("--no-stream");
+        flags.push("--no-stream");
     }
-    args.extend(extra);
-    let out = toolhost(&args);
-    (out.status, out.json())
+    flags.extend(extra);
+    agent_cli(config, (&m.base_url(), "mock-model"), api, &flags)
 }
 
 /// The results fed back in a request, as (call id, content). aimock's journal keeps every
@@ -330,22 +340,13 @@ fn each_api_stops_honestly() {
     // aimock renders a Responses content filter as a failed response without an error, so
     // that case is the scripted server's (agent_faults.rs).
     for (api, model) in [("chat", "chat-model"), ("messages", "messages-model")] {
-        let base = m.base_url();
-        let out = toolhost(&[
-            "agent",
-            "--config",
+        let (status, s) = agent_cli(
             &config,
-            "--base-url",
-            &base,
-            "--model",
-            model,
-            "--api",
+            (&m.base_url(), model),
             api,
-            "--prompt",
-            "forbidden",
-        ]);
-        let s = out.json();
-        assert_eq!(out.status, 1, "{api}: {s}");
+            &["--prompt", "forbidden"],
+        );
+        assert_eq!(status, 1, "{api}: {s}");
         assert_eq!(s["stopped_by"], "content_filter", "{api}: {s}");
     }
     // Without --max-output-tokens a Messages request still carries the field it requires.

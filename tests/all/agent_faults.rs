@@ -14,26 +14,15 @@ fn setup() -> (tempfile::TempDir, String) {
     (dir, path.display().to_string())
 }
 
-/// `toolhost agent --api API` against `server` with `extra` flags: exit status and summary.
+/// `toolhost agent --api API` against `server` with `extra` flags (and a prompt, unless they
+/// give `--messages`): exit status and summary.
 fn agent(config: &str, server: &Scripted, api: &str, extra: &[&str]) -> (i32, Value) {
-    let base = server.base_url();
-    let mut args = vec![
-        "agent",
-        "--config",
-        config,
-        "--base-url",
-        &base,
-        "--model",
-        "m",
-        "--api",
-        api,
-    ];
+    let mut flags = Vec::new();
     if !extra.contains(&"--messages") {
-        args.extend(["--prompt", "hello"]);
+        flags.extend(["--prompt", "hello"]);
     }
-    args.extend(extra);
-    let out = toolhost(&args);
-    (out.status, out.json())
+    flags.extend(extra);
+    crate::agent_apis::agent_cli(config, (&server.base_url(), "m"), api, &flags)
 }
 
 /// Server-sent events of these JSON values.

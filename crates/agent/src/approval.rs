@@ -10,7 +10,6 @@ use serde_json::{json, Value};
 
 use toolhost_contract::ApprovalPrompt;
 
-pub use toolhost_contract::pending::MAX_SHOWN_ARGUMENT_BYTES;
 pub use toolhost_contract::terminal_safe;
 
 /// The question shown on a terminal: the one rendering of a pending call
@@ -44,6 +43,7 @@ pub fn request_json(p: &ApprovalPrompt) -> Value {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use toolhost_contract::pending::MAX_SHOWN_ARGUMENT_BYTES;
 
     /// A prompt for `delete_file` with these canonical arguments (the approvers' tests use it).
     pub(crate) fn prompt(args: &str) -> ApprovalPrompt {

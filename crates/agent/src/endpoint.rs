@@ -50,8 +50,7 @@ impl Endpoint {
             .to_string();
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
         let base = uri.path().trim_end_matches('/');
-        let named = Api::detect(&host, base);
-        let full = Api::ALL.iter().find(|a| base.ends_with(a.path())).copied();
+        let full = Api::of_path(base);
         let api = match (api, full) {
             (Some(a), Some(f)) if a != f => {
                 return Err(ProviderError::InvalidUrl(format!(
@@ -60,7 +59,8 @@ impl Endpoint {
                 )))
             }
             (Some(a), _) => a,
-            (None, _) => named.unwrap_or(Api::Chat),
+            (None, Some(f)) => f,
+            (None, None) => Api::of_host(&host).unwrap_or(Api::Chat),
         };
         let path = match full {
             Some(_) => base.to_string(),

@@ -34,14 +34,10 @@ pub(super) async fn refuse_rest(
                 Usage::default(),
             )
         } else {
-            let mut r = ToolResult::failed(
+            not_run(
                 call,
-                Code::Cancelled,
-                "not run: the run stopped at a repeated call proposed before this one",
-                Usage::default(),
-            );
-            r.status = Status::Cancelled;
-            r
+                "not run: the run stopped at a repeated call proposed before this one".into(),
+            )
         };
         out.push(match prepared {
             Some(p) => {
@@ -65,16 +61,17 @@ pub(super) async fn refuse_cut(
 ) -> Vec<ToolResult> {
     let mut out = Vec::with_capacity(calls.len());
     for (call, _) in calls {
-        let mut r = ToolResult::failed(
-            call,
-            Code::Cancelled,
-            format!("not run: {why}"),
-            Usage::default(),
-        );
-        r.status = Status::Cancelled;
+        let r = not_run(call, format!("not run: {why}"));
         out.push(runtime.refuse_at(ctx, call, Stage::Limit, r).await);
     }
     out
+}
+
+/// A proposal the run stopped before: `cancelled`, saying why (model-safe).
+fn not_run(call: &ToolCall, why: String) -> ToolResult {
+    let mut r = ToolResult::failed(call, Code::Cancelled, why, Usage::default());
+    r.status = Status::Cancelled;
+    r
 }
 
 /// Run one step's calls as a batch; calls whose arguments did not arrive whole are recorded

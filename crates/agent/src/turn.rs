@@ -194,9 +194,8 @@ impl Parts {
         let room = MAX_PROPOSED_ARGUMENT_BYTES.saturating_sub(c.proposed.len());
         c.proposed
             .push_str(toolhost_contract::bounds::clip(fragment, room));
-        let name = c.name.clone();
         self.args
-            .push(&key(position), name.as_deref(), fragment, now);
+            .push(&key(position), c.name.as_deref(), fragment, now);
     }
 
     /// Whether any argument text arrived for the call.

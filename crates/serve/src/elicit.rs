@@ -17,7 +17,6 @@ use toolhost_contract::{ApprovalAnswer, ApprovalPrompt, Approver};
 
 /// How long the human has to answer before the call ends `approval_required`.
 pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
-pub use toolhost_contract::pending::MAX_SHOWN_ARGUMENT_BYTES;
 
 /// Asks through one session's client.
 pub struct ElicitingApprover {
@@ -103,6 +102,7 @@ impl Approver for ElicitingApprover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolhost_contract::pending::MAX_SHOWN_ARGUMENT_BYTES;
 
     fn prompt(args: String) -> ApprovalPrompt {
         ApprovalPrompt {

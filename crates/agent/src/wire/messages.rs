@@ -279,12 +279,7 @@ mod tests {
     use super::*;
 
     fn feed(events: &[Value]) -> Result<ModelTurn, ProviderError> {
-        let now = Instant::now();
-        let mut r = MessagesTurn::default();
-        for e in events {
-            r.event(&e.to_string(), now)?;
-        }
-        Ok(r.finish(now)?)
+        super::super::feed(super::super::Api::Messages, events)
     }
 
     fn tool_use(index: u64, id: &str) -> Value {

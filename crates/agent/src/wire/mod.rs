@@ -58,13 +58,14 @@ impl Api {
         }
     }
 
-    /// The API a base URL names unambiguously: a path that already ends in an API's own path,
-    /// or Anthropic's host.
-    pub fn detect(host: &str, path: &str) -> Option<Api> {
+    /// The API whose own path a base URL's path already ends in.
+    pub fn of_path(path: &str) -> Option<Api> {
         let path = path.trim_end_matches('/');
-        if let Some(api) = Api::ALL.iter().find(|a| path.ends_with(a.path())) {
-            return Some(*api);
-        }
+        Api::ALL.iter().find(|a| path.ends_with(a.path())).copied()
+    }
+
+    /// The API a host serves alone (Anthropic's).
+    pub fn of_host(host: &str) -> Option<Api> {
         (host == "api.anthropic.com").then_some(Api::Messages)
     }
 }
@@ -182,4 +183,15 @@ fn usage(u: &Value, prompt: &str, completion: &str) -> crate::turn::TokenUsage {
             .and_then(Value::as_u64)
             .unwrap_or(prompt.saturating_add(completion)),
     }
+}
+
+/// A stream of these events through `api`'s reader, to its turn (the readers' tests).
+#[cfg(test)]
+fn feed(api: Api, events: &[Value]) -> Result<ModelTurn, ProviderError> {
+    let now = Instant::now();
+    let mut r = Reader::new(api);
+    for e in events {
+        r.event(&e.to_string(), now)?;
+    }
+    Ok(r.finish(now)?)
 }

@@ -121,8 +121,10 @@ impl ResponsesTurn {
                 let item = v.get("item").unwrap_or(&Value::Null);
                 if item.get("type").and_then(Value::as_str) == Some("function_call") {
                     let p = self.call(v.get("output_index"), item)?;
-                    let whole = kind == "response.output_item.done";
-                    self.final_arguments(p, item.get("arguments"), whole, now);
+                    // An added item's arguments are empty; a done item's are whole.
+                    if kind == "response.output_item.done" {
+                        self.final_arguments(p, item.get("arguments"), now);
+                    }
                 }
             }
             "response.function_call_arguments.delta" => {
@@ -132,7 +134,7 @@ impl ResponsesTurn {
             }
             "response.function_call_arguments.done" => {
                 let p = self.known(&v)?;
-                self.final_arguments(p, v.get("arguments"), true, now);
+                self.final_arguments(p, v.get("arguments"), now);
             }
             "response.completed" | "response.incomplete" => {
                 let r = v.get("response").unwrap_or(&Value::Null);
@@ -170,7 +172,7 @@ impl ResponsesTurn {
                 }
                 Some("function_call") => {
                     let p = self.call(Some(&json!(i)), item)?;
-                    self.final_arguments(p, item.get("arguments"), true, now);
+                    self.final_arguments(p, item.get("arguments"), now);
                 }
                 _ => {}
             }
@@ -219,8 +221,8 @@ impl ResponsesTurn {
 
     /// The arguments as a done event (or a whole item) states them: taken when no delta gave
     /// any, else they must be what the deltas gave.
-    fn final_arguments(&mut self, p: usize, args: Option<&Value>, whole: bool, now: Instant) {
-        let Some(text) = args.and_then(Value::as_str).filter(|_| whole) else {
+    fn final_arguments(&mut self, p: usize, args: Option<&Value>, now: Instant) {
+        let Some(text) = args.and_then(Value::as_str) else {
             return;
         };
         if !self.parts.has_arguments(p) {
@@ -274,12 +276,7 @@ mod tests {
     use crate::turn::Finish;
 
     fn feed(events: &[Value]) -> Result<ModelTurn, ProviderError> {
-        let now = Instant::now();
-        let mut r = ResponsesTurn::default();
-        for e in events {
-            r.event(&e.to_string(), now)?;
-        }
-        Ok(r.finish(now)?)
+        super::super::feed(super::super::Api::Responses, events)
     }
 
     fn added(index: u64, id: &str, call: &str) -> Value {
