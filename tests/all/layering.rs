@@ -292,6 +292,7 @@ fn modules_only_use_lower_layers() {
 /// store, the group writer, the facade's concerns, the call's journal, and `lib.rs`, which
 /// assembles (`mod`).
 const LEDGER_UNITS: &[(&str, u8)] = &[
+    ("chain", 0),
     ("codec", 0),
     ("error", 0),
     ("events", 0),
@@ -304,6 +305,7 @@ const LEDGER_UNITS: &[(&str, u8)] = &[
     ("sqlite", 0),
     ("postgres", 0),
     ("owner", 1),
+    ("receipt_key", 1),
     ("group", 1),
     ("null", 1),
     ("claims", 2),
@@ -313,6 +315,7 @@ const LEDGER_UNITS: &[(&str, u8)] = &[
     ("transcript", 2),
     ("recovery", 2),
     ("reconcile", 2),
+    ("receipt", 2),
     ("tasks", 2),
     ("owed", 2),
     ("config", 2),

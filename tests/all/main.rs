@@ -25,6 +25,7 @@ mod disk;
 mod duplicates;
 mod durability;
 mod epochs;
+mod evidence;
 mod example_tools;
 mod frames;
 mod front_door;

@@ -47,6 +47,7 @@ impl PgBackend {
     pub fn connect(config: &PgConfig, owner: String) -> Result<PgBackend, LedgerError> {
         let kept = config.clone();
         let config = config.clone();
+        let chain = format!("{owner}/writer");
         let connecting = std::thread::Builder::new()
             .name("toolhost-ledger-connect".into())
             .spawn(move || {
@@ -54,7 +55,7 @@ impl PgBackend {
                     .enable_all()
                     .build()?;
                 let client = runtime.block_on(async {
-                    let mut client = config.connect().await?;
+                    let mut client = config.connect_as(&chain).await?;
                     super::migrate(&mut client, &config.schema).await?;
                     Ok::<_, LedgerError>(client)
                 })?;
@@ -141,7 +142,7 @@ impl PgBackend {
             for _ in 0..2 {
                 if client.as_ref().is_none_or(Client::is_closed) {
                     *client = None;
-                    match config.connect().await {
+                    match config.connect_as(&format!("{owner}/writer")).await {
                         Ok(c) => *client = Some(c),
                         Err(e) => return Err(e),
                     }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::{PgBackend, PgStore};
 use toolhost_contract::{Budgets, ToolResult};
+use toolhost_ledger_store::chain::Evidence;
 use toolhost_ledger_store::limits::Budget;
 use toolhost_ledger_store::store::TranscriptEntry;
 use toolhost_ledger_store::store::{Pending, Store};
@@ -172,5 +173,13 @@ impl Store for PgStore {
 
     fn take_rate(&self, principal: &str, rate: f64, burst: f64) -> Result<bool, LedgerError> {
         PgStore::take_rate(self, principal, rate, burst)
+    }
+
+    fn chain_evidence(&self) -> Result<Evidence, LedgerError> {
+        PgStore::chain_evidence(self)
+    }
+
+    fn chain_of_call(&self, run_id: &str, call_id: &str) -> Result<Evidence, LedgerError> {
+        PgStore::chain_of_call(self, run_id, call_id)
     }
 }

@@ -15,12 +15,15 @@
 //!   [`Backend`](toolhost_ledger_store::Backend) interface as SQLite: a group in one round trip
 //!   (`toolhost_apply`: one transaction, a subtransaction per write); `calls.rs`: closing a
 //!   call outside the group writer (recovery).
+//! - `chain.rs`: the hash chain: schema version 11 (a chain per connection of a host, its
+//!   links appended by triggers) and the reads `toolhost ledger verify` checks.
 //! - `store.rs`: [`PgStore`], everything else (reads, tokens, transcripts) on a runtime of its
 //!   own, callable from any thread; `listing.rs`: the call listing and reconciliation; `tasks.rs`: tasks (`task_schema.rs`: their tables and functions); `interface.rs`: it as the ledger's [`Store`](toolhost_ledger_store::Store); `lease.rs`: leases and recovery; `limits.rs`: budgets and
 //!   rate buckets.
 
 mod backend;
 mod calls;
+mod chain;
 mod interface;
 mod lease;
 mod limits;
@@ -121,6 +124,17 @@ impl PgConfig {
         };
         client
             .batch_execute(&format!("SET search_path TO {}", self.schema))
+            .await
+            .db()?;
+        Ok(client)
+    }
+
+    /// [`PgConfig::connect`], with the connection's writes appended to `chain`
+    /// (`chain.rs`).
+    pub async fn connect_as(&self, chain: &str) -> Result<Client, LedgerError> {
+        let client = self.connect().await?;
+        client
+            .execute("SELECT set_config('toolhost.host', $1, false)", &[&chain])
             .await
             .db()?;
         Ok(client)

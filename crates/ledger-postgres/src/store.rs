@@ -19,6 +19,7 @@ use tokio_postgres::Client;
 use super::lease::{lease_ms, prune_groups, prune_hosts, recover, renew};
 use super::PgConfig;
 use toolhost_contract::ToolResult;
+use toolhost_ledger_store::chain::Evidence;
 use toolhost_ledger_store::codec::{decode_result, from_sql_u64, to_sql_u64};
 use toolhost_ledger_store::error::check_key;
 use toolhost_ledger_store::store::TranscriptEntry;
@@ -28,6 +29,8 @@ use toolhost_ledger_store::{now_ms, LedgerError};
 /// failure): the next query after an outage reconnects, so hosts need no restart.
 pub(super) struct Connector {
     config: PgConfig,
+    /// The chain this connection's writes append to (`chain.rs`).
+    chain: String,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
 }
 
@@ -39,9 +42,15 @@ impl Connector {
             return Ok(c.clone());
         }
         *slot = None;
-        let fresh = Arc::new(self.config.connect().await?);
+        let fresh = Arc::new(self.config.connect_as(&self.chain).await?);
         *slot = Some(fresh.clone());
         Ok(fresh)
+    }
+
+    /// A connection of its own, for a read that needs a transaction (the shared one carries
+    /// every other query meanwhile).
+    pub(super) async fn own(&self) -> Result<Client, LedgerError> {
+        self.config.connect_as(&self.chain).await
     }
 }
 
@@ -71,12 +80,14 @@ impl PgStore {
             .enable_all()
             .build()?;
         let connecting = config.clone();
+        let chain = format!("{owner}/store");
+        let chain_at_start = chain.clone();
         // On the store's own runtime, waited for on a channel: the caller may itself be
         // inside a runtime, where blocking on another is refused.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         runtime.spawn(async move {
             let connected = async {
-                let mut client = connecting.connect().await?;
+                let mut client = connecting.connect_as(&chain_at_start).await?;
                 super::migrate(&mut client, &connecting.schema).await?;
                 Ok::<_, LedgerError>(client)
             };
@@ -98,6 +109,7 @@ impl PgStore {
             runtime: Some(runtime),
             client: Arc::new(Connector {
                 config: config.clone(),
+                chain,
                 client: tokio::sync::Mutex::new(Some(Arc::new(client))),
             }),
             owner,
@@ -358,6 +370,18 @@ impl PgStore {
             .db()?;
             Ok(())
         })
+    }
+
+    /// Every chain link, head and chained row, read in one snapshot on a connection of its own.
+    pub fn chain_evidence(&self) -> Result<Evidence, LedgerError> {
+        let c = self.connector();
+        self.run(async move { super::chain::evidence(&mut c.own().await?).await })
+    }
+
+    /// One call's links and chained rows, read in one snapshot on a connection of its own.
+    pub fn chain_of_call(&self, run_id: &str, call_id: &str) -> Result<Evidence, LedgerError> {
+        let (c, r, k) = (self.connector(), run_id.to_owned(), call_id.to_owned());
+        self.run(async move { super::chain::evidence_of_call(&mut c.own().await?, &r, &k).await })
     }
 
     pub fn transcript_entries(&self, run_id: &str) -> Result<Vec<TranscriptEntry>, LedgerError> {

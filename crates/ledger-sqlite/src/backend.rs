@@ -8,7 +8,9 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, ToSql};
 use super::codec::{decode_result, to_sql_u64};
 use super::events::{event_lines, parse_events, pending_lines, PendingEvent};
 use super::outcome::Outcome;
-use super::rows::{append_lines, call_state, close_call, columns, note_approval_requests};
+use super::rows::{
+    append_lines, call_state, close_call, columns, note_approval_requests, OUTCOME_COLUMNS,
+};
 use super::write::{
     admission_lines, check_result_id, finish_lines, Applied, Backend, CallKey, Write,
 };
@@ -113,7 +115,7 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
         Write::Admit(key) => {
             let admission = match existing(conn, &key.run_id, &key.call_id)? {
                 None => Admission::New {
-                    seq: insert(conn, owner, key, now, &[], None, None)?,
+                    seq: insert(conn, owner, key, now, &[], None, Inserted::Admitted)?,
                 },
                 Some(found) => decide(conn, key, found, now)?,
             };
@@ -133,7 +135,7 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
                 return Ok(Applied::Admission(decide(conn, key, found, now)?));
             }
             // A call that carries its outcome is inserted finished: one row write, and it
-            // never enters the index of open calls.
+            // never enters the index of open calls. One without is inserted started.
             let finished = finished.as_ref().map(|outcome| (outcome, now));
             let seq = insert(
                 conn,
@@ -142,16 +144,11 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
                 *at_ms,
                 events,
                 content.as_deref(),
-                finished,
+                match finished {
+                    Some(done) => Inserted::Finished(done),
+                    None => Inserted::Started(now),
+                },
             )?;
-            if finished.is_none() {
-                conn.prepare_cached(
-                    "UPDATE calls SET state = 'started', started_at_ms = ?2 WHERE seq = ?1",
-                )
-                .db()?
-                .execute(params![seq, now])
-                .db()?;
-            }
             note_approval_requests(conn, &key.run_id, &key.call_id, events)?;
             Ok(Applied::Admission(Admission::New { seq }))
         }
@@ -206,9 +203,19 @@ fn apply_one(conn: &Connection, owner: &str, write: &Write) -> Result<Applied, L
     }
 }
 
-/// Insert a new call with its `admit` event and `events`, and its content if given: `admitted`,
-/// or — given its outcome and the time it is recorded — already `finished`, with the `record`
-/// event. Returns its `seq`.
+/// The state a new call is inserted in.
+#[derive(Clone, Copy)]
+enum Inserted<'a> {
+    Admitted,
+    /// Started at this time (unix milliseconds).
+    Started(i64),
+    /// Finished with this outcome, recorded at this time.
+    Finished((&'a Outcome, i64)),
+}
+
+/// Insert a new call with its `admit` event and `events`, and its content if given: admitted,
+/// started, or — given its outcome and the time it is recorded — already finished, with the
+/// `record` event. Returns its `seq`.
 fn insert(
     conn: &Connection,
     owner: &str,
@@ -216,17 +223,21 @@ fn insert(
     at_ms: i64,
     events: &[PendingEvent],
     content: Option<&str>,
-    finished: Option<(&Outcome, i64)>,
+    inserted: Inserted<'_>,
 ) -> Result<i64, LedgerError> {
     check_key(&key.run_id, &key.call_id, &key.tool)?;
     let mut lines = admission_lines(key, at_ms, events)?;
+    let finished = match inserted {
+        Inserted::Finished(done) => Some(done),
+        _ => None,
+    };
     if let Some((outcome, now)) = finished {
         lines.push_str(&outcome.record_line(now)?);
     }
-    let state = if finished.is_some() {
-        "finished"
-    } else {
-        "admitted"
+    let state = match inserted {
+        Inserted::Admitted => "admitted",
+        Inserted::Started(_) => "started",
+        Inserted::Finished(_) => "finished",
     };
     let finished_at_ms = finished.map(|(_, now)| now);
     let args_size = to_sql_u64(key.args_size);
@@ -244,8 +255,17 @@ fn insert(
         &key.component_digest,
         &key.definition_digest,
     ];
-    // ?1…?12 are the outcome's columns (`rows::columns`), NULL for a call not finished.
+    // ?1…?12 are the outcome's columns (`rows::columns`), NULL for a call not finished but for
+    // the start time of a call inserted started.
     let stored = finished.map(|(outcome, _)| outcome.stored());
+    let mut outcome = columns(&stored);
+    let started_at_ms = match inserted {
+        Inserted::Started(at) => Some(at),
+        _ => None,
+    };
+    if started_at_ms.is_some() {
+        outcome[OUTCOME_COLUMNS - 1] = &started_at_ms;
+    }
     conn.prepare_cached(
         "INSERT INTO calls
            (status, code, message, diagnostic_id, output_digest, output_size, fuel_consumed,
@@ -256,7 +276,7 @@ fn insert(
                  ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
     )
     .db()?
-    .execute(params_from_iter(columns(&stored).into_iter().chain(own)))
+    .execute(params_from_iter(outcome.into_iter().chain(own)))
     .db()?;
     let seq = conn.last_insert_rowid();
     insert_content(conn, key, at_ms, content)?;

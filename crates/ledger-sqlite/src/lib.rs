@@ -10,6 +10,7 @@
 //!   transaction with a savepoint per write.
 //! - `reads.rs`, `writes.rs`, `recovery.rs`, `reconcile.rs`, `tasks.rs`: the store's statements; `rows.rs`: the statements
 //!   the writer and the store share.
+//! - `chain.rs`: the SQL functions the hash chain's triggers call, and the chain's reads.
 //! - `schema.rs`: the connection settings and the versioned migrations; `checkpoint.rs`: the
 //!   thread that keeps the write-ahead log short; `lease.rs`: which processes hold the file.
 //!
@@ -20,6 +21,7 @@
 mod backend;
 #[cfg(test)]
 mod backend_tests;
+pub mod chain;
 mod checkpoint;
 mod lease;
 mod reads;
@@ -39,6 +41,7 @@ use rusqlite::Connection;
 
 pub use backend::SqliteBackend;
 
+use toolhost_ledger_store::chain::Evidence;
 use toolhost_ledger_store::limits::{Budget, MemoryLimits};
 use toolhost_ledger_store::store::{ready, Pending, Store, TranscriptEntry};
 use toolhost_ledger_store::task_record::{NewTask, TaskCaps, TaskCreated, TaskRecord};
@@ -302,5 +305,13 @@ impl Store for SqliteStore {
         Ok(self
             .limits
             .take_rate(principal, rate, burst, std::time::Instant::now()))
+    }
+
+    fn chain_evidence(&self) -> Result<Evidence, LedgerError> {
+        chain::evidence(&self.conn())
+    }
+
+    fn chain_of_call(&self, run_id: &str, call_id: &str) -> Result<Evidence, LedgerError> {
+        chain::evidence_of_call(&self.conn(), run_id, call_id)
     }
 }

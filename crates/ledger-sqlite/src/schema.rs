@@ -362,16 +362,26 @@ ALTER TABLE calls ADD COLUMN definition_digest TEXT;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8,
+    SCHEMA_V1,
+    SCHEMA_V2,
+    SCHEMA_V3,
+    SCHEMA_V4,
+    SCHEMA_V5,
+    SCHEMA_V6,
+    SCHEMA_V7,
+    SCHEMA_V8,
+    crate::chain::SCHEMA_V9,
 ];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Per-connection settings: WAL, synchronous level, foreign keys, busy timeout, and plans that
+/// Per-connection settings: the chain's SQL functions, WAL, synchronous level, foreign keys, busy timeout, and plans that
 /// do not change with the values bound.
 pub fn configure(conn: &Connection, options: &LedgerOptions) -> Result<(), LedgerError> {
     conn.busy_timeout(BUSY_TIMEOUT).db()?;
+    // The chain's triggers call these: without them no chained table can be written.
+    crate::chain::register(conn)?;
     // A statement keeps the plan it was prepared with. Without this, SQLite re-plans a cached
     // statement whose plan it judges may depend on the values bound to it, each time new
     // values are bound: the admission read was re-prepared on every call.

@@ -11,9 +11,13 @@
 //! - `codec.rs`: contract values as columns and back;
 //! - `events.rs`, `outcome.rs`, `verdicts.rs`, `task_record.rs`, `limits.rs`: the stored
 //!   values (audit events, the one outcome, reconciliations, tasks, budgets and rates);
+//! - `chain.rs`: the hash chain over every write, and [`chain::verify`] (`chain_findings.rs`:
+//!   what it finds);
 //! - `write.rs`: [`Backend`], the call path's writes applied as a group in one transaction;
 //! - `store.rs`: [`Store`], everything else stored and read.
 
+pub mod chain;
+mod chain_findings;
 pub mod codec;
 pub mod error;
 pub mod events;

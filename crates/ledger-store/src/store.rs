@@ -11,6 +11,7 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
+use super::chain::Evidence;
 use super::events::CallRecord;
 use super::limits::Budget;
 use super::task_record::{NewTask, TaskCaps, TaskCreated, TaskRecord};
@@ -196,4 +197,11 @@ pub trait Store: Send + Sync {
     /// Take one call from `principal`'s token bucket (`rate` per second, at most `burst`), for
     /// every host of this ledger: `false` when it is empty.
     fn take_rate(&self, principal: &str, rate: f64, burst: f64) -> Result<bool, LedgerError>;
+
+    /// Every chain link, chain head and chained row, for [`chain::verify`](crate::chain::verify).
+    fn chain_evidence(&self) -> Result<Evidence, LedgerError>;
+
+    /// The links and chained rows of one call (its row and its reconciliation), for a
+    /// receipt; no heads.
+    fn chain_of_call(&self, run_id: &str, call_id: &str) -> Result<Evidence, LedgerError>;
 }

@@ -1,8 +1,10 @@
 //! The audit trail: stage decisions, optional argument content, approval requests and the
-//! call listing (`events.rs` has the values and how they are stored).
+//! call listing (`events.rs` has the values and how they are stored), and the check of the
+//! hash chain over all of it.
 
 use serde_json::Value;
 
+use super::chain;
 use super::events::{CallRecord, PendingEvent};
 use super::write::{done, Write};
 use super::{Ledger, LedgerError};
@@ -50,5 +52,12 @@ impl Ledger {
     /// Every call (of one run, or of all), in admission order, each with its events in order.
     pub fn calls(&self, run: Option<&str>) -> Result<Vec<CallRecord>, LedgerError> {
         self.store.calls(run)
+    }
+
+    /// Walk every chain of the ledger and match every chained row against it
+    /// (`toolhost ledger verify`). Reads only what is committed: writes still in the group
+    /// writer's queue are not there yet.
+    pub fn verify(&self) -> Result<chain::Report, LedgerError> {
+        Ok(chain::verify(&self.store.chain_evidence()?))
     }
 }

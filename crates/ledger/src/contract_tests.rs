@@ -63,12 +63,12 @@ impl Site for SqliteSite {
 }
 
 /// A schema of its own on the test server.
-struct PgSite {
+pub(super) struct PgSite {
     db: postgres::testing::TestSchema,
 }
 
 impl PgSite {
-    fn new() -> PgSite {
+    pub(super) fn new() -> PgSite {
         PgSite {
             db: postgres::testing::TestSchema::new(),
         }
@@ -114,6 +114,66 @@ impl Site for PgSite {
     }
 }
 
+impl chain_tests::Access for SqliteSite {
+    fn past_triggers(&self, sql: &str) {
+        let mut conn = rusqlite::Connection::open(&self.path).unwrap();
+        sqlite::chain::register(&conn).unwrap();
+        let tx = conn.transaction().unwrap();
+        let triggers: Vec<(String, String)> = tx
+            .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        for (name, _) in &triggers {
+            tx.execute_batch(&format!("DROP TRIGGER {name}")).unwrap();
+        }
+        tx.execute_batch(sql).unwrap();
+        for (_, made) in &triggers {
+            tx.execute_batch(made).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+
+    fn through_triggers(&self, sql: &str) {
+        let conn = rusqlite::Connection::open(&self.path).unwrap();
+        sqlite::chain::register(&conn).unwrap();
+        conn.execute_batch(sql).unwrap();
+    }
+
+    fn events(&self, run: &str, call: &str) -> String {
+        let conn = rusqlite::Connection::open(&self.path).unwrap();
+        conn.query_row(
+            "SELECT events FROM calls WHERE run_id = ?1 AND call_id = ?2",
+            [run, call],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+}
+
+impl chain_tests::Access for PgSite {
+    fn past_triggers(&self, sql: &str) {
+        self.db
+            .query(&format!("SET session_replication_role = replica; {sql}"));
+    }
+
+    fn through_triggers(&self, sql: &str) {
+        self.db.query(&format!(
+            "SELECT set_config('toolhost.host', 'intruder/store', false); {sql}"
+        ));
+    }
+
+    fn events(&self, run: &str, call: &str) -> String {
+        self.db
+            .query(&format!(
+                "SELECT events FROM calls WHERE run_id = '{run}' AND call_id = '{call}'"
+            ))
+            .remove(0)
+    }
+}
+
 /// Every body below, on each backend.
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
@@ -122,7 +182,9 @@ macro_rules! contract {
             $(
                 #[test]
                 fn $name() {
-                    super::$name(&super::SqliteSite::new());
+                    let site = super::SqliteSite::new();
+                    super::$name(&site);
+                    super::super::chain_tests::assert_intact(&site);
                 }
             )*
         }
@@ -133,7 +195,9 @@ macro_rules! contract {
                 #[test]
                 #[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
                 fn $name() {
-                    super::$name(&super::PgSite::new());
+                    let site = super::PgSite::new();
+                    super::$name(&site);
+                    super::super::chain_tests::assert_intact(&site);
                 }
             )*
         }

@@ -76,6 +76,10 @@
 //! `reconcile.rs` is the facade's operator side: what an operator records for a call that
 //! ended `outcome_unknown`, beside the original (`verdicts.rs` has its values).
 //!
+//! `audit.rs` checks the hash chain the backends keep over every write (`chain.rs` of the store
+//! crate); `receipt.rs` signs one call's record as a receipt with the host's key
+//! (`receipt_key.rs`: the key and the envelope, checked offline with the public key).
+//!
 //! Over the facade, the call's own state: `journal.rs` (a call between its commits),
 //! `claims.rs` (this process's claims on ids admitted late), `waiting.rs` (what a copy of a
 //! running call learns), `owner.rs` (which caller an id is bound to) and `owed.rs` (outcomes
@@ -90,6 +94,8 @@ mod journal;
 mod null;
 mod owed;
 mod owner;
+mod receipt;
+mod receipt_key;
 mod reconcile;
 mod recovery;
 mod tasks;
@@ -99,6 +105,8 @@ mod waiting;
 
 #[cfg(test)]
 mod bench;
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod contract_tests;
 #[cfg(test)]
@@ -121,13 +129,14 @@ mod task_tests;
 use toolhost_ledger_postgres as postgres;
 use toolhost_ledger_sqlite as sqlite;
 use toolhost_ledger_store::{
-    codec, error, events, limits, outcome, store, task_record, verdicts, write,
+    chain, codec, error, events, limits, outcome, store, task_record, verdicts, write,
 };
 
 use std::path::Path;
 use std::time::Duration;
 
 pub use admission::Opening;
+pub use chain::{digest_fields, line_digests, Finding, Report};
 pub use codec::now_ms;
 pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;
@@ -138,8 +147,10 @@ pub use journal::{Held, Journal, OpenCall, Unfinished};
 pub use limits::{Budget, MemoryLimits, MAX_TRACKED_PRINCIPALS, MAX_TRACKED_RUNS};
 pub use outcome::{Outcome, OUTCOME_UNKNOWN_MESSAGE};
 pub use owed::{MAX_OWED_BYTES, MAX_OWED_OUTCOMES};
-pub use owner::{bind_caller, same_caller};
+pub use owner::{bind_caller, caller_tag, same_caller};
 pub use postgres::PgConfig;
+pub use receipt::{read_statement, PREDICATE_TYPE, STATEMENT_TYPE};
+pub use receipt_key::{Envelope, PublicReceiptKey, ReceiptError, ReceiptKey, MAX_RECEIPT_BYTES};
 #[cfg(test)]
 use sqlite::SqliteBackend;
 pub use store::{LedgerOptions, TokenSpend, TranscriptEntry};

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use super::chain::Evidence;
 use super::events::CallRecord;
 use super::limits::{Budget, MemoryLimits};
 use super::store::{ready, Pending, Store, TokenSpend, TranscriptEntry};
@@ -194,6 +195,18 @@ impl Store for NullStore {
         Ok(self
             .limits
             .take_rate(principal, rate, burst, std::time::Instant::now()))
+    }
+
+    fn chain_evidence(&self) -> Result<Evidence, LedgerError> {
+        Err(LedgerError::Unsupported(
+            "this host keeps no ledger, so there is no chain to verify".into(),
+        ))
+    }
+
+    fn chain_of_call(&self, _run_id: &str, _call_id: &str) -> Result<Evidence, LedgerError> {
+        Err(LedgerError::Unsupported(
+            "this host keeps no ledger, so there is no chain to verify".into(),
+        ))
     }
 }
 

@@ -21,7 +21,7 @@ pub fn bind_caller(call_digest: &str, principal: &str, tenant: &str) -> String {
 
 /// 16 hex digits naming the caller: principal and tenant, length-prefixed so that no two
 /// pairs share the input.
-fn caller_tag(principal: &str, tenant: &str) -> String {
+pub fn caller_tag(principal: &str, tenant: &str) -> String {
     let mut input = Vec::with_capacity(16 + principal.len() + tenant.len());
     for part in [principal, tenant] {
         input.extend_from_slice(&(part.len() as u64).to_be_bytes());

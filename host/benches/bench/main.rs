@@ -19,9 +19,11 @@
 //! - `telemetry`: the subscriber for `TOOLHOST_BENCH_PROFILE=telemetry_off|telemetry_on`.
 //! - `floor_server`, `sqlite_floor`: the floors of the front doors and of the ledger — the
 //!   same rmcp and transports answering without the pipeline; the same SQL on a bare connection.
+//! - `chain`: the ledger's hash chain, on and off, on SQLite and PostgreSQL.
 //! - `usage`: what a server process spends per call (CPU, sleeps, resident memory).
 //! - `standing`: the bounds against a floor that the smoke pass fails on.
 
+mod chain;
 mod floor_server;
 mod http;
 mod idle;
@@ -303,45 +305,47 @@ fn ledger_samples(
         },
     )
     .expect("the ledger opens");
+    (0..n)
+        .map(|i| ledger_call(&ledger, commits, &format!("c{i}"), result))
+        .collect()
+}
+
+/// The ledger's work for call `id` of run `R`, completed with `result`: its time in µs.
+fn ledger_call(ledger: &Ledger, commits: Commits, id: &str, result: &ToolResult) -> f64 {
     let digest = digest_bytes(b"{\"a\":1,\"b\":2}");
     let before = ["authorize", "limit", "approve"];
-    let mut v = Vec::with_capacity(n);
-    for i in 0..n {
-        let id = format!("c{i}");
-        let mut r = result.clone();
-        r.call_id = id.clone();
-        let t = Instant::now();
-        let events: Vec<PendingEvent> = before
-            .iter()
-            .map(|s| PendingEvent::now(s, "ok", ""))
-            .collect();
-        let after = [PendingEvent::now("execute", "completed", "")];
-        match commits {
-            Commits::Late => {
-                assert!(!ledger.is_admitted("R", &id).unwrap());
-                ledger
-                    .admit_started("R", &id, &add_opening(&digest, &events))
-                    .unwrap();
-                ledger.finish_with("R", &id, &r, &after).unwrap();
-            }
-            Commits::Early => {
-                ledger.admit("R", &id, "add", &digest, 13).unwrap();
-                ledger.mark_started_with("R", &id, &events).unwrap();
-                ledger.finish_with("R", &id, &r, &after).unwrap();
-            }
-            Commits::PerEvent => {
-                ledger.admit("R", &id, "add", &digest, 13).unwrap();
-                for stage in before {
-                    ledger.event("R", &id, stage, "ok", "").unwrap();
-                }
-                ledger.mark_started("R", &id).unwrap();
-                ledger.event("R", &id, "execute", "completed", "").unwrap();
-                ledger.finish("R", &id, &r).unwrap();
-            }
+    let mut r = result.clone();
+    r.call_id = id.to_owned();
+    let t = Instant::now();
+    let events: Vec<PendingEvent> = before
+        .iter()
+        .map(|s| PendingEvent::now(s, "ok", ""))
+        .collect();
+    let after = [PendingEvent::now("execute", "completed", "")];
+    match commits {
+        Commits::Late => {
+            assert!(!ledger.is_admitted("R", id).unwrap());
+            ledger
+                .admit_started("R", id, &add_opening(&digest, &events))
+                .unwrap();
+            ledger.finish_with("R", id, &r, &after).unwrap();
         }
-        v.push(micros(t.elapsed()));
+        Commits::Early => {
+            ledger.admit("R", id, "add", &digest, 13).unwrap();
+            ledger.mark_started_with("R", id, &events).unwrap();
+            ledger.finish_with("R", id, &r, &after).unwrap();
+        }
+        Commits::PerEvent => {
+            ledger.admit("R", id, "add", &digest, 13).unwrap();
+            for stage in before {
+                ledger.event("R", id, stage, "ok", "").unwrap();
+            }
+            ledger.mark_started("R", id).unwrap();
+            ledger.event("R", id, "execute", "completed", "").unwrap();
+            ledger.finish("R", id, &r).unwrap();
+        }
     }
-    v
+    micros(t.elapsed())
 }
 
 /// `callers` tasks share `total` calls; returns (calls per second, per-call latencies).
@@ -567,6 +571,8 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         ),
         "2 commits with synchronous=FULL (fsync per commit)",
     );
+    let mut chain_figures =
+        tokio::task::block_in_place(|| chain::figures(dir, plan.calls, &sample));
     let sqlite_read = Figure::of(
         "sqlite_floor",
         "µs",
@@ -928,13 +934,16 @@ async fn run(plan: &Plan, dir: &std::path::Path) -> (Vec<Figure>, Vec<(String, b
         ledger_early,
         ledger_per_event,
         ledger_full,
+    ];
+    all.append(&mut chain_figures);
+    all.extend([
         sqlite_read,
         sqlite_write,
         ledger_share,
         pipeline_full,
         echo_floor,
         echo,
-    ];
+    ]);
     all.append(&mut figures);
     all.extend([
         throughput_rates,

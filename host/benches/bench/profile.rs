@@ -15,7 +15,7 @@ use crate::{
     throughput,
 };
 
-/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_no_ledger|pipeline_write|realistic|throughput_64|postgres|telemetry_on|…`: run only that
+/// `TOOLHOST_BENCH_PROFILE=pipeline|pipeline_no_ledger|pipeline_write|realistic|throughput_64|postgres|chain|telemetry_on|…`: run only that
 /// workload, long enough for `perf record` (no report).
 pub fn profile(what: &str) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -113,6 +113,17 @@ pub fn profile(what: &str) {
                         if spin { "busy" } else { "asleep" },
                         p.median,
                         fl.median
+                    );
+                }
+            }
+            "chain" => {
+                let r = sample_result(&runtime).await;
+                let figures =
+                    tokio::task::block_in_place(|| crate::chain::figures(dir.path(), 6000, &r));
+                for f in figures {
+                    println!(
+                        "{}: median {:.1} µs, p99 {:.1} µs; {}",
+                        f.name, f.median, f.p99, f.note
                     );
                 }
             }

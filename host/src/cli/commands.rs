@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use super::frontends::{agent_run, serve};
 use super::proposals::{parse_arguments, parse_batch, run_batch};
-use super::report::{usage_error, warn};
+use super::report::{usage_error, usage_message, warn};
 use super::{Command, Source, EXIT_NOT_COMPLETED, EXIT_USAGE};
 use crate::{Code, EpochMode, Registry, Runtime, Status, ToolCall, ToolResult, Usage};
 
@@ -123,15 +123,38 @@ pub(super) async fn run(command: Command) -> ExitCode {
             };
             super::approve::approve(&rt, &handle, arguments.as_deref(), yes)
         }
+        Command::Receipt {
+            source,
+            key,
+            run,
+            call,
+            action,
+        } => match (action, run, call) {
+            (Some(action), _, _) => super::receipt::run(&source, action),
+            (None, Some(run), Some(call)) => match load(&source) {
+                Ok(rt) => super::receipt::issue(&source, &rt, key, &run, &call),
+                Err(code) => code,
+            },
+            _ => {
+                usage_message("give the call's RUN and CALL, or `receipt verify` or `receipt key`")
+            }
+        },
         Command::Reconcile { source, action } => match load(&source) {
             Ok(rt) => super::reconcile::reconcile(&rt, action),
             Err(code) => code,
         },
-        Command::Ledger { source, run } => {
+        Command::Ledger {
+            source,
+            run,
+            action,
+        } => {
             let rt = match load(&source) {
                 Ok(rt) => rt,
                 Err(code) => return code,
             };
+            if let Some(action) = action {
+                return super::ledger_verify::run(&rt, action);
+            }
             let calls = match rt.ledger().calls(run.as_deref()) {
                 Ok(calls) => calls,
                 Err(e) => return usage_error(&e),

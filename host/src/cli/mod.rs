@@ -35,15 +35,18 @@ mod approve;
 mod author;
 mod commands;
 mod frontends;
+mod ledger_verify;
 mod lock;
 mod proposals;
 mod push;
+mod receipt;
 mod reconcile;
 mod reloads;
 mod report;
 mod scaffold;
 mod sign;
 mod sign_oci;
+mod telemetry_of;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -223,6 +226,24 @@ pub enum Command {
         /// Only this run.
         #[arg(long)]
         run: Option<String>,
+        #[command(subcommand)]
+        action: Option<ledger_verify::Action>,
+    },
+    /// Print a finished call's signed receipt (docs/ledger-chain.md); exit 1 when it has no
+    /// outcome or no longer matches its chain. `receipt verify` checks one offline.
+    #[command(args_conflicts_with_subcommands = true)]
+    Receipt {
+        #[command(flatten)]
+        source: Source,
+        /// The private key (default: `receipt.key` in the data directory, made when missing).
+        #[arg(long)]
+        key: Option<PathBuf>,
+        #[arg(required = true)]
+        run: Option<String>,
+        #[arg(required = true)]
+        call: Option<String>,
+        #[command(subcommand)]
+        action: Option<receipt::Action>,
     },
     /// Calls whose outcome the host lost (`outcome_unknown`): list them, and record what one
     /// really did once an operator has checked.
@@ -436,39 +457,6 @@ impl Cli {
         let code = rt.block_on(commands::run(command));
         crate::telemetry::shutdown();
         code
-    }
-}
-
-impl Command {
-    /// The `[telemetry]` section of the command's config, read before logging starts (the
-    /// exporter is part of the subscriber). A config that does not read gives the default
-    /// here; the command itself reports why it does not.
-    fn telemetry(&self) -> crate::telemetry::TelemetryConfig {
-        #[derive(serde::Deserialize)]
-        struct Only {
-            #[serde(default)]
-            telemetry: crate::telemetry::TelemetryConfig,
-        }
-        let source = match self {
-            Command::Tools { source }
-            | Command::Call { source, .. }
-            | Command::Approve { source, .. }
-            | Command::Ledger { source, .. }
-            | Command::Reconcile { source, .. }
-            | Command::Serve { source, .. }
-            | Command::Agent { source, .. }
-            | Command::Batch { source, .. } => source,
-            _ => return Default::default(),
-        };
-        if source.component.is_some() {
-            return Default::default();
-        }
-        std::fs::read_to_string(&source.config)
-            .ok()
-            .and_then(|text| toml::from_str::<Only>(&text).ok())
-            .map(|o| o.telemetry)
-            .filter(|t| t.check().is_ok())
-            .unwrap_or_default()
     }
 }
 
