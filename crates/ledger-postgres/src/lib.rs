@@ -10,7 +10,8 @@
 //!   config names, never from the config itself; TLS when the url says `sslmode=require`
 //!   (`tls.rs`: the server's certificate verified, never trusted blindly).
 //! - `schema.rs`: versioned migrations, applied under an advisory lock so hosts starting
-//!   together migrate once (`pin_schema.rs`: the digests of the code a call named).
+//!   together migrate once (`pin_schema.rs`: the digests of the code a call named; `started_schema.rs`: late
+//!   admissions inserted started).
 //! - `backend.rs`: [`PgBackend`], the call path's writes behind the same
 //!   [`Backend`](toolhost_ledger_store::Backend) interface as SQLite: a group in one round trip
 //!   (`toolhost_apply`: one transaction, a subtransaction per write); `calls.rs`: closing a
@@ -30,6 +31,7 @@ mod limits;
 mod listing;
 mod pin_schema;
 mod schema;
+mod started_schema;
 mod store;
 mod task_schema;
 mod tasks;

@@ -413,6 +413,7 @@ const MIGRATIONS: &[&str] = &[
     SCHEMA_V9,
     SCHEMA_V10,
     super::chain::SCHEMA_V11,
+    super::started_schema::SCHEMA_V12,
 ];
 
 /// The schema version this build writes.
@@ -421,6 +422,15 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// Create `schema` if needed and bring it (first on `client`'s search path) to
 /// [`SCHEMA_VERSION`]; returns the version it found.
 pub async fn migrate(client: &mut Client, schema: &str) -> Result<i64, LedgerError> {
+    migrate_to(client, schema, SCHEMA_VERSION).await
+}
+
+/// [`migrate`], to `version` (at most [`SCHEMA_VERSION`]): a test makes an older ledger.
+pub(super) async fn migrate_to(
+    client: &mut Client,
+    schema: &str,
+    version: i64,
+) -> Result<i64, LedgerError> {
     let tx = client.transaction().await.db()?;
     // One migrator per schema at a time (creating the schema included: `IF NOT EXISTS` alone
     // races); the lock ends with the transaction.
@@ -457,10 +467,12 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<i64, LedgerErr
     }
     let first = usize::try_from(found)
         .map_err(|_| LedgerError::Corrupt(format!("negative schema version {found}")))?;
-    for step in &MIGRATIONS[first..] {
+    let last = usize::try_from(version.clamp(found, SCHEMA_VERSION)).unwrap_or(first);
+    for step in &MIGRATIONS[first..last] {
         tx.batch_execute(step).await.db()?;
     }
-    tx.execute("UPDATE ledger_version SET version = $1", &[&SCHEMA_VERSION])
+    let now = version.clamp(found, SCHEMA_VERSION);
+    tx.execute("UPDATE ledger_version SET version = $1", &[&now])
         .await
         .db()?;
     tx.commit().await.db()?;

@@ -321,3 +321,51 @@ fn pg_a_group_sent_twice_is_applied_once() {
         ["gone-busy"]
     );
 }
+
+/// Rows a ledger held before the chain (schema 10) are chained in order when version 11 is
+/// applied, so an upgraded ledger verifies whole, writes since included.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_rows_stored_before_the_chain_are_chained_by_its_migration() {
+    let db = TestSchema::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = db.config.connect().await.unwrap();
+        crate::schema::migrate_to(&mut client, &db.config.schema, 10)
+            .await
+            .unwrap();
+    });
+    db.query(
+        "INSERT INTO calls (run_id, call_id, tool, args_digest, args_size, state, admitted_at_ms,
+                            events)
+         VALUES ('run', 'old', 'add', 'd1', 7, 'started', 1, E'{\"stage\":\"admit\"}\n');
+         INSERT INTO transcript (run_id, step, kind, digest, size, at_ms) VALUES ('run', 0,
+                                 'request', 'aa', 1, 2);
+         INSERT INTO used_tokens VALUES ('tok', 3, 4);",
+    );
+    assert_eq!(db.query("SELECT version FROM ledger_version"), ["10"]);
+    let store = PgStore::start(
+        &db.config,
+        "host".into(),
+        std::time::Duration::from_secs(60),
+    )
+    .unwrap();
+    let mut backend = db.host("host");
+    let answers = backend
+        .apply(&[Write::Finish {
+            run_id: "run".into(),
+            call_id: "old".into(),
+            outcome: outcome("old"),
+            events: Vec::new(),
+        }])
+        .unwrap();
+    assert!(matches!(answers[..], [Ok(Applied::Done)]), "{answers:?}");
+    let evidence = store.chain_evidence().unwrap();
+    let report = toolhost_ledger_store::chain::verify(&evidence);
+    assert!(report.intact(), "{:#?}", report.findings);
+    // Three rows chained by the migration, and the outcome written since.
+    assert_eq!(report.links, 4, "{report:?}");
+}

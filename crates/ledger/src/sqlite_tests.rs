@@ -70,7 +70,8 @@ fn recovery_watermark_keeps_calls_of_live_hosts_in_view() {
 }
 
 /// A ledger written by schema version 1 (calls, outcomes and events in their own tables) opens
-/// as version 2 with every call, outcome, event (in order), content row and approval request.
+/// as the current version with every call, outcome, event (in order), content row and approval
+/// request, all chained.
 #[test]
 fn version_1_ledgers_migrate_without_loss() {
     let dir = tempfile::tempdir().unwrap();
@@ -135,6 +136,10 @@ fn version_1_ledgers_migrate_without_loss() {
         l.recover().unwrap(),
         vec![("r".to_string(), "open".to_string())]
     );
+    // Schema 9 chained the migrated rows in order, and the writes since followed them.
+    let report = l.verify().unwrap();
+    assert!(report.intact(), "{:#?}", report.findings);
+    assert!(report.links >= 4, "{report:?}");
 }
 
 /// The bundled SQLite is built without loadable extensions and without the virtual-table
