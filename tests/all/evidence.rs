@@ -69,34 +69,8 @@ fn greeted_twice() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf
 /// through the triggers without toolhost's functions (it fails: the file cannot be written).
 #[test]
 fn ledger_verify_finds_an_output_edited_in_the_file() {
-    let data = fresh_data_dir();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("toolhost.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {}\ncache_dir = {}\n[[component]]\npath = {}\n",
-            toml_path(&data),
-            toml_path(&shared_cache()),
-            toml_path(&guest("template")),
-        ),
-    )
-    .unwrap();
+    let (_dir, data, config) = greeted_twice();
     let cfg = config.to_str().unwrap();
-    for id in ["c1", "c2"] {
-        let out = toolhost(&[
-            "call",
-            "--config",
-            cfg,
-            "--run-id",
-            "R",
-            "--call-id",
-            id,
-            "greet",
-            r#"{"name":"Ada"}"#,
-        ]);
-        assert_eq!(out.status, 0, "{}", out.stderr);
-    }
     let verify = || toolhost(&["ledger", "verify", "--config", cfg]);
     let out = verify();
     assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);

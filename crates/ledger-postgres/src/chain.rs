@@ -224,13 +224,7 @@ FOR EACH ROW EXECUTE FUNCTION toolhost_chain_rows();
 
 /// Every link, every head and every chained row, in one snapshot.
 pub(super) async fn evidence(client: &mut Client) -> Result<Evidence, LedgerError> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .db()?;
+    let tx = snapshot(client).await?;
     let links = links(&tx, "", &[]).await?;
     let heads = tx
         .query("SELECT chain, seq, hash FROM chain_heads", &[])
@@ -254,13 +248,7 @@ pub(super) async fn evidence_of_call(
     run_id: &str,
     call_id: &str,
 ) -> Result<Evidence, LedgerError> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .db()?;
+    let tx = snapshot(client).await?;
     let of_call = "WHERE run_id = $1 AND key = $2 AND kind IN ('call', 'reconcile')";
     let links = links(&tx, of_call, &[&run_id, &call_id]).await?;
     let rows = rows(&tx, of_call, &[&run_id, &call_id]).await?;
@@ -270,6 +258,17 @@ pub(super) async fn evidence_of_call(
         heads: Vec::new(),
         rows,
     })
+}
+
+/// A read-only transaction that sees one snapshot throughout.
+async fn snapshot(client: &mut Client) -> Result<tokio_postgres::Transaction<'_>, LedgerError> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .db()
 }
 
 type Params<'a> = [&'a (dyn tokio_postgres::types::ToSql + Sync)];
