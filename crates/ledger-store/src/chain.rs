@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-pub use super::chain_findings::{Finding, Report};
+pub use super::chain_findings::{Finding, Report, MAX_FINDINGS};
 
 /// The first field of every link's preimage: the format of this chain.
 pub const CHAIN_FORMAT: &str = "toolhost.chain.v1";

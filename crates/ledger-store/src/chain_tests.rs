@@ -325,3 +325,16 @@ fn links_of_no_host_are_reported() {
         }]
     );
 }
+
+/// At most `MAX_FINDINGS` findings are kept; the rest are counted.
+#[test]
+fn findings_are_capped_and_the_rest_counted() {
+    let mut l = Ledger::sample();
+    for i in 0..(MAX_FINDINGS + 7) {
+        l.row("call", "r", &format!("forged-{i}"), Some(A1), "x");
+    }
+    let report = verify(&l.evidence);
+    assert_eq!(report.findings.len(), MAX_FINDINGS);
+    assert_eq!(report.more, 7);
+    assert!(!report.intact());
+}

@@ -302,6 +302,23 @@ mod tests {
         ));
     }
 
+    /// An envelope past `MAX_RECEIPT_BYTES` is refused before it is parsed.
+    #[test]
+    fn an_oversized_envelope_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = ReceiptKey::load_or_create(&dir.path().join("r.key")).unwrap();
+        std::fs::write(dir.path().join("r.pub"), key.public_pem()).unwrap();
+        let public = PublicReceiptKey::read(&dir.path().join("r.pub")).unwrap();
+        let sealed = serde_json::to_vec(&key.seal(&vec![b' '; MAX_RECEIPT_BYTES])).unwrap();
+        let refused = public.open(&sealed);
+        assert!(
+            matches!(&refused, Err(ReceiptError::Envelope(why)) if why.contains("larger than")),
+            "{refused:?}"
+        );
+        let fits = serde_json::to_vec(&key.seal(b"{}")).unwrap();
+        assert_eq!(public.open(&fits).unwrap(), b"{}");
+    }
+
     /// A private key file is made readable by its owner only, and a file that is not a key
     /// is refused naming it.
     #[test]
