@@ -19,27 +19,29 @@ pub const LOCAL_CHAIN: &str = "local";
 /// Version 9: the hash chain (`crates/ledger-store/src/chain.rs`). Every write to a chained
 /// table appends one link to `chain_links` from a trigger, in the write's own transaction:
 /// `chain_append` is where the triggers append, `chain_next` the position and `prev` the next
-/// link takes, `chain_rows` every chained row with the digest of its recorded columns (the same
+/// link takes (its predecessor's hash, which SQLite does not store twice), `chain_rows` every chained row with the digest of its recorded columns (the same
 /// expression its trigger uses; `toolhost ledger verify` compares them). The rows already here
 /// are chained in order when the version is applied: calls by admission, then reconciliations,
 /// transcript entries, spent tokens and tasks.
 pub(crate) const SCHEMA_V9: &str = r#"
+-- A link's digests are stored as bytes and its predecessor's hash is not stored again: every
+-- commit writes the chain's last page, and the smaller the links, the fewer pages they fill.
 CREATE TABLE chain_links (
     seq       INTEGER PRIMARY KEY,             -- position in the chain, from 1
-    prev      TEXT    NOT NULL,                -- the previous link's hash ('' for the first)
     kind      TEXT    NOT NULL,                -- call, reconcile, transcript, token, task
     run_id    TEXT    NOT NULL,
     key       TEXT    NOT NULL,                -- call id, entry id, token id or task id
     first     INTEGER NOT NULL,                -- a call's first event line this write appended
-    lines     TEXT    NOT NULL,                -- the digests of those lines
+    lines     BLOB    NOT NULL,                -- the SHA-256 of each of those lines, in order
     attached  TEXT,                            -- the digest of the row's recorded columns
     at_ms     INTEGER NOT NULL,
-    hash      TEXT    NOT NULL
+    hash      BLOB    NOT NULL                 -- over the fields and the previous link's hash
 );
 
 CREATE VIEW chain_next AS
 SELECT COALESCE(MAX(seq), 0) + 1 AS seq,
-       COALESCE((SELECT hash FROM chain_links ORDER BY seq DESC LIMIT 1), '') AS prev,
+       COALESCE((SELECT lower(hex(hash)) FROM chain_links ORDER BY seq DESC LIMIT 1), '')
+           AS prev,
        CAST(unixepoch('subsec') * 1000 AS INTEGER) AS at_ms
 FROM chain_links;
 
@@ -47,14 +49,15 @@ CREATE VIEW chain_append AS
 SELECT kind, run_id, key, first, lines, attached FROM chain_links WHERE 0;
 
 -- One row inserted with VALUES: an INSERT … SELECT that reads chain_links would copy its
--- rows to a temporary table first.
+-- rows to a temporary table first. NEW.lines is the hex of the digests, as the hash covers it.
 CREATE TRIGGER chain_append_link INSTEAD OF INSERT ON chain_append BEGIN
-    INSERT INTO chain_links (seq, prev, kind, run_id, key, first, lines, attached, at_ms, hash)
-    VALUES ((SELECT seq FROM chain_next), (SELECT prev FROM chain_next), NEW.kind, NEW.run_id,
-            NEW.key, NEW.first, NEW.lines, NEW.attached, (SELECT at_ms FROM chain_next),
-            toolhost_digest('toolhost.chain.v1', 'local', (SELECT seq FROM chain_next),
-                            (SELECT prev FROM chain_next), NEW.kind, NEW.run_id, NEW.key,
-                            NEW.first, NEW.lines, NEW.attached, (SELECT at_ms FROM chain_next)));
+    INSERT INTO chain_links (seq, kind, run_id, key, first, lines, attached, at_ms, hash)
+    VALUES ((SELECT seq FROM chain_next), NEW.kind, NEW.run_id, NEW.key, NEW.first,
+            unhex(replace(NEW.lines, ' ', '')), NEW.attached, (SELECT at_ms FROM chain_next),
+            unhex(toolhost_digest('toolhost.chain.v1', 'local', (SELECT seq FROM chain_next),
+                                  (SELECT prev FROM chain_next), NEW.kind, NEW.run_id, NEW.key,
+                                  NEW.first, NEW.lines, NEW.attached,
+                                  (SELECT at_ms FROM chain_next))));
 END;
 
 CREATE VIEW chain_rows AS
@@ -225,15 +228,20 @@ pub fn evidence_of_call(
 }
 
 fn links(conn: &Connection, filter: &str, params: &[&str]) -> Result<Vec<Link>, LedgerError> {
+    // A link's `prev` is its predecessor's hash: empty for the first, and for one whose
+    // predecessor is gone (`verify` names the gap).
     let mut stmt = conn
         .prepare(&format!(
-            "SELECT seq, prev, kind, run_id, key, first, lines, attached, at_ms, hash
+            "SELECT seq, COALESCE((SELECT lower(hex(p.hash)) FROM chain_links p
+                                   WHERE p.seq = chain_links.seq - 1), ''),
+                    kind, run_id, key, first, lower(hex(lines)), attached, at_ms, lower(hex(hash))
              FROM chain_links {filter} ORDER BY seq"
         ))
         .db()?;
     let mut rows = stmt.query(rusqlite::params_from_iter(params)).db()?;
     let mut links = Vec::new();
     while let Some(row) = rows.next().db()? {
+        let lines: String = row.get(6).db()?;
         links.push(Link {
             chain: LOCAL_CHAIN.to_owned(),
             seq: row.get(0).db()?,
@@ -242,13 +250,23 @@ fn links(conn: &Connection, filter: &str, params: &[&str]) -> Result<Vec<Link>, 
             run_id: row.get(3).db()?,
             key: row.get(4).db()?,
             first: row.get(5).db()?,
-            lines: row.get(6).db()?,
+            lines: spaced(&lines),
             attached: row.get(7).db()?,
             at_ms: row.get(8).db()?,
             hash: row.get(9).db()?,
         });
     }
     Ok(links)
+}
+
+/// The hex of concatenated SHA-256 digests, one digest per 64 characters, separated by spaces
+/// (as `toolhost_lines` writes them and the link's hash covers them).
+fn spaced(hex: &str) -> String {
+    hex.as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn rows(conn: &Connection, filter: &str, params: &[&str]) -> Result<Vec<ChainedRow>, LedgerError> {

@@ -338,3 +338,24 @@ fn findings_are_capped_and_the_rest_counted() {
     assert_eq!(report.more, 7);
     assert!(!report.intact());
 }
+
+/// A link whose predecessor is gone, read from a backend that keeps no `prev` (SQLite), is
+/// not called altered: the gap is the finding.
+#[test]
+fn after_a_gap_an_unknown_prev_is_not_an_alteration() {
+    let mut l = Ledger::sample();
+    l.evidence.links.remove(4);
+    l.evidence.links[4].prev = String::new();
+    let found = l.findings();
+    assert!(found.contains(&Finding::LinksMissing {
+        chain: "local".into(),
+        from: 5,
+        to: 5
+    }));
+    assert!(
+        !found
+            .iter()
+            .any(|f| matches!(f, Finding::LinkAltered { .. })),
+        "{found:?}"
+    );
+}
