@@ -368,9 +368,10 @@ async fn a_response_past_the_size_cap_is_not_retried() {
     assert_eq!(server.requests().len(), 1);
 }
 
-/// One connection serves every step of a run (keep-alive), not one handshake per request. (The
-/// client's pool may start a second connect while the first connection is being checked back
-/// in, and then use the first: which connections carried the requests is what is asserted.)
+/// Connections are kept alive across a run's steps, not one handshake per request. (The
+/// client's pool checks a connection back in on a task of its own; on a loaded machine the
+/// next step may start before that and open a second connection. So what is asserted is that
+/// the first connection carried more than one request, and no step needed a third.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_connection_serves_the_whole_run() {
     let server = scripted(
@@ -385,9 +386,13 @@ async fn one_connection_serves_the_whole_run() {
     let r = run(&server, AgentConfig::default(), true, 0).await;
     assert_eq!(r.summary.stopped_by, StopReason::Finished);
     let carried: Vec<usize> = server.requests().iter().map(|s| s.connection).collect();
-    assert_eq!(
-        carried,
-        vec![carried[0]; 3],
+    assert_eq!(carried.len(), 3, "{carried:?}");
+    let reused = carried.iter().filter(|c| **c == carried[0]).count();
+    let mut distinct = carried.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(
+        reused >= 2 && distinct.len() <= 2,
         "each step on its own connection: {carried:?}"
     );
 }
