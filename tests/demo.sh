@@ -109,6 +109,38 @@ step "the token again" "failed approval_reused" agent c6 write_text '{"path": "s
 step "duplicate id, other arguments" "failed duplicate_call_id" agent c1 greet '{"name": "someone else"}'
 step "same id, same arguments: replay" "completed -" agent c1 greet '{"name": "agent"}'
 step "hostile guest" "failed fuel_exhausted" agent c7 spin '{}'
+
+# What the ledger keeps of it: its hash chain checked whole, and the approved write's signed
+# receipt checked offline with the host's public key alone.
+tmp=$(mktemp -d)
+trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
+evidence() { # label want json
+    printf '%-34s ' "$1"
+    python3 - "$2" "$3" <<'PY' || unexpected=$((unexpected + 1))
+import json, sys
+want, raw = sys.argv[1:3]
+try:
+    r = json.loads(raw)
+except ValueError:
+    r = {}
+if "intact" in r:
+    got = "intact" if r["intact"] else "not intact"
+    shown = f"{got}: {r['links']} links in {r['chains']} chain(s)"
+elif r.get("valid"):
+    got = "valid"
+    shown = f"valid: {r['tool']} {r['status']}, signed by {r['key'][:19]}…"
+else:
+    got = shown = "no answer"
+mark = "" if got == want else f" <- expected {want}"
+print(shown + mark)
+sys.exit(1 if mark else 0)
+PY
+}
+evidence "the ledger's chain" intact "$("$bin" ledger verify --config "$s" 2>/dev/null)"
+"$bin" receipt --config "$s" "$run" c5 >"$tmp/c5.receipt.json" 2>/dev/null
+"$bin" receipt key --config "$s" >"$tmp/host.pub" 2>/dev/null
+evidence "c5's receipt, checked offline" valid "$("$bin" receipt verify --key "$tmp/host.pub" \
+    --principal agent --tenant default "$tmp/c5.receipt.json" 2>/dev/null)"
 echo
 echo "the ledger of this run: $bin ledger --config $s --run $run"
 if [ "$unexpected" -gt 0 ]; then

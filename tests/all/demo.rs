@@ -1,5 +1,6 @@
 //! `just demo`, run as a user runs it: every row of its table and of its scripted agent session
-//! ends as `tests/demo.sh` says it should, and the approval round trip completes once.
+//! ends as `tests/demo.sh` says it should, the approval round trip completes once, and the
+//! ledger's chain and the approved call's receipt check out.
 
 use std::process::Command;
 
@@ -54,6 +55,17 @@ fn the_demo_tells_its_story() {
         ("hostile guest", "failed fuel_exhausted"),
     ] {
         assert_eq!(session_row(&stdout, label), Some(want), "{label}: {stdout}");
+    }
+    // What the ledger keeps of it: the chain whole, the approved write's receipt valid.
+    for (label, start) in [
+        ("the ledger's chain", "intact: "),
+        (
+            "c5's receipt, checked offline",
+            "valid: write_text completed, signed by sha256:",
+        ),
+    ] {
+        let row = session_row(&stdout, label).unwrap_or_default();
+        assert!(row.starts_with(start), "{label}: {stdout}");
     }
     // The rows the README's table shows.
     for (tool, status, code) in [
