@@ -233,6 +233,29 @@ impl Approving<'_> {
         ])
     }
 
+    /// After a change, the token minted before (`token`) is `approval_mismatch` and writes no
+    /// `note.txt` into `ws` (`ran` says what that would mean), and the handle asked before
+    /// (`pending`) is refused with exit 2, nothing minted, saying `why`.
+    fn old_approval_is_refused(
+        &self,
+        (token, pending): (&str, &Value),
+        ws: &std::path::Path,
+        ran: &str,
+        why: &str,
+    ) {
+        let refused = self.call("3", Some(token));
+        assert_eq!(
+            (refused["status"].clone(), refused["code"].clone()),
+            (json!("failed"), json!("approval_mismatch")),
+            "{refused}"
+        );
+        assert!(!ws.join("note.txt").exists(), "{ran}");
+        let out = self.approve(pending);
+        assert_eq!(out.status, 2, "{}", out.stdout);
+        assert!(out.stdout.is_empty(), "nothing minted: {}", out.stdout);
+        assert!(out.stderr.contains(why), "{}", out.stderr);
+    }
+
     /// The call proposed again is asked again, approved, and runs.
     fn proposed_again_runs(&self, id: (&str, &str)) -> Value {
         let fresh = self.approve(&self.call(id.0, None));
@@ -262,23 +285,11 @@ fn an_approval_does_not_survive_a_change_of_the_rules() {
          effect = \"deny\"\ntools = [\"list_dir\"]\n",
     );
     std::fs::write(&config, text).unwrap();
-    let refused = a.call("3", Some(&token));
-    assert_eq!(
-        (refused["status"].clone(), refused["code"].clone()),
-        (json!("failed"), json!("approval_mismatch")),
-        "{refused}"
-    );
-    assert!(
-        !ws.join("note.txt").exists(),
-        "the old approval ran under new rules"
-    );
-    let out = a.approve(&pending);
-    assert_eq!(out.status, 2, "{}", out.stdout);
-    assert!(out.stdout.is_empty(), "nothing minted: {}", out.stdout);
-    assert!(
-        out.stderr.contains("the rules in force changed"),
-        "{}",
-        out.stderr
+    a.old_approval_is_refused(
+        (&token, &pending),
+        &ws,
+        "the old approval ran under new rules",
+        "the rules in force changed",
     );
 
     let done = a.proposed_again_runs(("4", "5"));
@@ -312,24 +323,11 @@ fn an_approval_does_not_survive_a_change_of_the_tool() {
         text.replace("risk = \"write\"", "risk = \"destructive\""),
     )
     .unwrap();
-    let refused = a.call("3", Some(&token));
-    assert_eq!(
-        (refused["status"].clone(), refused["code"].clone()),
-        (json!("failed"), json!("approval_mismatch")),
-        "{refused}"
-    );
-    assert!(
-        !ws.join("note.txt").exists(),
-        "the old approval ran the changed tool"
-    );
-    let out = a.approve(&pending);
-    assert_eq!(out.status, 2, "{}", out.stdout);
-    assert!(out.stdout.is_empty(), "nothing minted: {}", out.stdout);
-    assert!(
-        out.stderr
-            .contains("tool `write_text` is not the one this call asked approval for"),
-        "{}",
-        out.stderr
+    a.old_approval_is_refused(
+        (&token, &pending),
+        &ws,
+        "the old approval ran the changed tool",
+        "tool `write_text` is not the one this call asked approval for",
     );
 
     let done = a.proposed_again_runs(("4", "5"));

@@ -588,16 +588,20 @@ mod tests {
         }
     }
 
-    fn token_for(k: &ApprovalKey) -> String {
-        let req = request(
+    /// Alice's request to approve `delete_tree` with [`args`], asked at `NOW` for 900 s.
+    fn alice_request() -> ApprovalRequest {
+        request(
             ("delete_tree", DEF, POLICY),
             &args(),
             &alice(),
             RUN,
             NOW,
             900,
-        );
-        k.mint_at(&req.handle, NOW + 10).unwrap()
+        )
+    }
+
+    fn token_for(k: &ApprovalKey) -> String {
+        k.mint_at(&alice_request().handle, NOW + 10).unwrap()
     }
 
     /// The call binding written around canonical arguments is the canonical form of the whole
@@ -648,14 +652,7 @@ mod tests {
     #[test]
     fn round_trip_is_single_use() {
         let k = key();
-        let req = request(
-            ("delete_tree", DEF, POLICY),
-            &args(),
-            &alice(),
-            RUN,
-            NOW,
-            900,
-        );
+        let req = alice_request();
         assert_eq!(req.expires_at, NOW + 900);
         let handle = req.handle;
         assert_eq!(
