@@ -8,24 +8,8 @@ use super::support::*;
 /// Run `sql` on the ledger file as someone with the file and no toolhost would: the chain's
 /// triggers need toolhost's SQL functions, so they are dropped around the edit and made again.
 fn edit_past_the_chain(ledger: &std::path::Path, sql: &str) {
-    let mut conn = rusqlite::Connection::open(ledger).unwrap();
-    let tx = conn.transaction().unwrap();
-    let triggers: Vec<(String, String)> = tx
-        .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert!(triggers.len() >= 5, "{triggers:?}");
-    for (name, _) in &triggers {
-        tx.execute_batch(&format!("DROP TRIGGER {name}")).unwrap();
-    }
-    tx.execute_batch(sql).unwrap();
-    for (_, made) in &triggers {
-        tx.execute_batch(made).unwrap();
-    }
-    tx.commit().unwrap();
+    let set_aside = toolhost_ledger_sqlite::testing::edit_past_triggers(ledger, sql);
+    assert!(set_aside >= 5, "{set_aside} triggers");
 }
 
 /// A config with the template component and a data directory of its own, and two calls of

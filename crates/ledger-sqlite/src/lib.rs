@@ -32,6 +32,8 @@ pub mod schema;
 #[cfg(test)]
 mod schema_tests;
 mod tasks;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod writes;
 
 use std::path::{Path, PathBuf};

@@ -116,24 +116,7 @@ impl Site for PgSite {
 
 impl chain_tests::Access for SqliteSite {
     fn past_triggers(&self, sql: &str) {
-        let mut conn = rusqlite::Connection::open(&self.path).unwrap();
-        sqlite::chain::register(&conn).unwrap();
-        let tx = conn.transaction().unwrap();
-        let triggers: Vec<(String, String)> = tx
-            .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        for (name, _) in &triggers {
-            tx.execute_batch(&format!("DROP TRIGGER {name}")).unwrap();
-        }
-        tx.execute_batch(sql).unwrap();
-        for (_, made) in &triggers {
-            tx.execute_batch(made).unwrap();
-        }
-        tx.commit().unwrap();
+        sqlite::testing::edit_past_triggers(&self.path, sql);
     }
 
     fn through_triggers(&self, sql: &str) {

@@ -136,7 +136,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use admission::Opening;
-pub use chain::{digest_fields, line_digests, Finding, Report};
+pub use chain::{Finding, Report};
 pub use codec::now_ms;
 pub use config::{LedgerConfig, Synchronous};
 pub use error::LedgerError;

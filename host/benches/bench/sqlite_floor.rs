@@ -3,7 +3,7 @@
 //! pragmas) and a row toolhost recorded, with none of toolhost's ledger code around it.
 //! `pipeline − pipeline_no_ledger` can go no lower than this on the embedded ledger. The
 //! file's triggers append the hash chain's links as they do for toolhost, so the connection
-//! gets the chain's two SQL functions, computing the same digests.
+//! gets the chain's two SQL functions from the backend.
 
 use std::path::Path;
 use std::time::Instant;
@@ -33,33 +33,6 @@ const OUTCOME: [&str; 13] = [
     "events",
 ];
 
-/// `toolhost_digest(…)` and `toolhost_lines(text)`, which the chain's triggers call.
-fn chain_functions(conn: &Connection) {
-    use rusqlite::functions::FunctionFlags;
-    use rusqlite::types::ValueRef;
-    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
-    conn.create_scalar_function("toolhost_digest", -1, flags, |ctx| {
-        let fields: Vec<Option<Vec<u8>>> = (0..ctx.len())
-            .map(|i| match ctx.get_raw(i) {
-                ValueRef::Null => None,
-                ValueRef::Integer(n) => Some(n.to_string().into_bytes()),
-                ValueRef::Real(r) => Some(r.to_string().into_bytes()),
-                ValueRef::Text(t) | ValueRef::Blob(t) => Some(t.to_vec()),
-            })
-            .collect();
-        Ok(toolhost_ledger::digest_fields(
-            fields.iter().map(Option::as_deref),
-        ))
-    })
-    .expect("toolhost_digest");
-    conn.create_scalar_function("toolhost_lines", 1, flags, |ctx| {
-        Ok(toolhost_ledger::line_digests(
-            ctx.get_raw(0).as_str().unwrap_or_default(),
-        ))
-    })
-    .expect("toolhost_lines");
-}
-
 /// Per-call microseconds of the SQL a call's ledger work comes down to. Every call: the
 /// pre-admission read (is the id known?). A read (`write` false): one `BEGIN IMMEDIATE`
 /// transaction that looks the id up again and inserts the finished row. A write: one that
@@ -68,7 +41,7 @@ fn chain_functions(conn: &Connection) {
 pub fn samples(path: &Path, write: bool, n: usize, sample: &ToolResult) -> Vec<f64> {
     let seed = seed_row(path, sample);
     let conn = Connection::open(path).expect("the ledger file opens");
-    chain_functions(&conn);
+    toolhost_ledger_sqlite::chain::register(&conn).expect("the chain's SQL functions");
     conn.pragma_update(None, "synchronous", "NORMAL")
         .expect("synchronous");
     conn.pragma_update(None, "foreign_keys", true)
