@@ -131,10 +131,7 @@ pub(super) async fn run(command: Command) -> ExitCode {
             action,
         } => match (action, run, call) {
             (Some(action), _, _) => super::receipt::run(&source, action),
-            (None, Some(run), Some(call)) => match load(&source) {
-                Ok(rt) => super::receipt::issue(&source, &rt, key, &run, &call),
-                Err(code) => code,
-            },
+            (None, Some(run), Some(call)) => super::receipt::issue(&source, key, &run, &call),
             _ => {
                 usage_message("give the call's RUN and CALL, or `receipt verify` or `receipt key`")
             }

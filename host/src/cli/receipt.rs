@@ -11,7 +11,7 @@ use serde_json::json;
 use super::report::{usage_error, usage_message};
 use super::{Source, EXIT_NOT_COMPLETED};
 use crate::ledger::{caller_tag, read_statement, PublicReceiptKey, ReceiptError, ReceiptKey};
-use crate::Runtime;
+use crate::{Config, EpochMode};
 
 #[derive(Subcommand)]
 pub enum Action {
@@ -38,30 +38,26 @@ pub enum Action {
     },
 }
 
-/// The private key `--key` names, else the data directory's.
-fn private_key(source: &Source, key: Option<PathBuf>) -> Result<ReceiptKey, ExitCode> {
-    let path = match key {
-        Some(p) => p,
-        None => source
-            .config()
-            .map_err(|e| usage_error(&e))?
-            .data_dir()
-            .join("receipt.key"),
-    };
+/// The private key `--key` names, else the data directory's of `config`.
+fn private_key(config: &Config, key: Option<PathBuf>) -> Result<ReceiptKey, ExitCode> {
+    let path = key.unwrap_or_else(|| config.data_dir().join("receipt.key"));
     ReceiptKey::load_or_create(&path).map_err(|e| usage_error(&e))
 }
 
-/// `toolhost receipt RUN CALL`: print the signed receipt of a finished call of `rt`'s ledger.
-pub fn issue(
-    source: &Source,
-    rt: &Runtime,
-    key: Option<PathBuf>,
-    run: &str,
-    call: &str,
-) -> ExitCode {
-    let key = match private_key(source, key) {
+/// `toolhost receipt RUN CALL`: print the signed receipt of a finished call, reading the
+/// config once for the key's place and the host it starts.
+pub fn issue(source: &Source, key: Option<PathBuf>, run: &str, call: &str) -> ExitCode {
+    let config = match source.config() {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    let key = match private_key(&config, key) {
         Ok(k) => k,
         Err(code) => return code,
+    };
+    let rt = match config.start(EpochMode::Ticker) {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(&e),
     };
     let now = crate::ledger::now_ms();
     match rt.ledger().receipt(run, call, &key, now) {
@@ -83,7 +79,11 @@ pub fn issue(
 /// `toolhost receipt verify` and `toolhost receipt key`.
 pub fn run(source: &Source, action: Action) -> ExitCode {
     match action {
-        Action::Key { key } => match private_key(source, key) {
+        Action::Key { key } => match source
+            .config()
+            .map_err(|e| usage_error(&e))
+            .and_then(|config| private_key(&config, key))
+        {
             Ok(k) => {
                 print!("{}", k.public_pem());
                 ExitCode::SUCCESS
