@@ -10,7 +10,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
 use crate::Db;
-use toolhost_ledger_store::chain::{digest_fields, line_digests, ChainedRow, Evidence, Link};
+use toolhost_ledger_store::chain::{line_digests, ChainedRow, Evidence, FieldDigest, Link};
 use toolhost_ledger_store::LedgerError;
 
 /// The one chain of a SQLite ledger (every write of the file takes its one write lock).
@@ -18,9 +18,10 @@ pub const LOCAL_CHAIN: &str = "local";
 
 /// Version 9: the hash chain (`crates/ledger-store/src/chain.rs`). Every write to a chained
 /// table appends one link to `chain_links` from a trigger, in the write's own transaction:
-/// `chain_append` is where the triggers append, `chain_next` the position and `prev` the next
-/// link takes (its predecessor's hash, which SQLite does not store twice), `chain_rows` every chained row with the digest of its recorded columns (the same
-/// expression its trigger uses; `toolhost ledger verify` compares them). The rows already here
+/// `chain_append` is where the triggers append (its own trigger reads the position, the
+/// predecessor's hash, which SQLite does not store twice, and the time), `chain_rows` every
+/// chained row with the digest of its recorded columns (the same expression its trigger uses;
+/// `toolhost ledger verify` compares them). The rows already here
 /// are chained in order when the version is applied: calls by admission, then reconciliations,
 /// transcript entries, spent tokens and tasks.
 pub(crate) const SCHEMA_V9: &str = r#"
@@ -38,26 +39,26 @@ CREATE TABLE chain_links (
     hash      BLOB    NOT NULL                 -- over the fields and the previous link's hash
 );
 
-CREATE VIEW chain_next AS
-SELECT COALESCE(MAX(seq), 0) + 1 AS seq,
-       COALESCE((SELECT lower(hex(hash)) FROM chain_links ORDER BY seq DESC LIMIT 1), '')
-           AS prev,
-       CAST(unixepoch('subsec') * 1000 AS INTEGER) AS at_ms
-FROM chain_links;
-
 CREATE VIEW chain_append AS
 SELECT kind, run_id, key, first, lines, attached FROM chain_links WHERE 0;
 
 -- One row inserted with VALUES: an INSERT … SELECT that reads chain_links would copy its
 -- rows to a temporary table first. NEW.lines is the hex of the digests, as the hash covers it.
+-- Each scalar subquery reads only what it gives: the next position (the table's last rowid),
+-- the previous link's hash (read once, for the hash), and the time, which SQLite holds still
+-- for the whole statement, so its two readings agree.
 CREATE TRIGGER chain_append_link INSTEAD OF INSERT ON chain_append BEGIN
     INSERT INTO chain_links (seq, kind, run_id, key, first, lines, attached, at_ms, hash)
-    VALUES ((SELECT seq FROM chain_next), NEW.kind, NEW.run_id, NEW.key, NEW.first,
-            unhex(replace(NEW.lines, ' ', '')), NEW.attached, (SELECT at_ms FROM chain_next),
-            unhex(toolhost_digest('toolhost.chain.v1', 'local', (SELECT seq FROM chain_next),
-                                  (SELECT prev FROM chain_next), NEW.kind, NEW.run_id, NEW.key,
-                                  NEW.first, NEW.lines, NEW.attached,
-                                  (SELECT at_ms FROM chain_next))));
+    VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM chain_links), NEW.kind, NEW.run_id,
+            NEW.key, NEW.first, unhex(replace(NEW.lines, ' ', '')), NEW.attached,
+            CAST(unixepoch('subsec') * 1000 AS INTEGER),
+            unhex(toolhost_digest(
+                'toolhost.chain.v1', 'local',
+                (SELECT COALESCE(MAX(seq), 0) + 1 FROM chain_links),
+                COALESCE((SELECT lower(hex(hash)) FROM chain_links ORDER BY seq DESC LIMIT 1),
+                         ''),
+                NEW.kind, NEW.run_id, NEW.key, NEW.first, NEW.lines, NEW.attached,
+                CAST(unixepoch('subsec') * 1000 AS INTEGER))));
 END;
 
 CREATE VIEW chain_rows AS
@@ -181,22 +182,23 @@ pub fn register(conn: &Connection) -> Result<(), LedgerError> {
     Ok(())
 }
 
-/// `toolhost_digest(…)`: [`digest_fields`] of its arguments, integers in decimal.
+/// `toolhost_digest(…)`: [`digest_fields`](toolhost_ledger_store::chain::digest_fields) of its
+/// arguments, integers in decimal, each hashed where SQLite holds it.
 fn digest(ctx: &mut Context<'_>) -> rusqlite::Result<String> {
-    let mut owned: Vec<Option<Vec<u8>>> = Vec::with_capacity(ctx.len());
+    let mut digest = FieldDigest::default();
     for i in 0..ctx.len() {
-        owned.push(match ctx.get_raw(i) {
-            ValueRef::Null => None,
-            ValueRef::Integer(n) => Some(n.to_string().into_bytes()),
-            ValueRef::Text(t) | ValueRef::Blob(t) => Some(t.to_vec()),
+        match ctx.get_raw(i) {
+            ValueRef::Null => digest.push(None),
+            ValueRef::Integer(n) => digest.push(Some(n.to_string().as_bytes())),
+            ValueRef::Text(t) | ValueRef::Blob(t) => digest.push(Some(t)),
             ValueRef::Real(_) => {
                 return Err(rusqlite::Error::UserFunctionError(
                     "toolhost_digest takes no real numbers".into(),
                 ))
             }
-        });
+        }
     }
-    Ok(digest_fields(owned.iter().map(Option::as_deref)))
+    Ok(digest.finish())
 }
 
 fn bad_value(e: rusqlite::types::FromSqlError) -> rusqlite::Error {

@@ -33,19 +33,36 @@ pub const UNNAMED_CHAIN: &str = "unnamed";
 /// `-;`, so that no two lists of fields share a preimage. The SQL functions of both backends
 /// (`toolhost_digest`) compute exactly this.
 pub fn digest_fields<'a>(fields: impl IntoIterator<Item = Option<&'a [u8]>>) -> String {
-    let mut hasher = Sha256::new();
+    let mut digest = FieldDigest::default();
     for field in fields {
+        digest.push(field);
+    }
+    digest.finish()
+}
+
+/// [`digest_fields`] a field at a time, for a caller whose fields are not all at hand at once
+/// (SQLite's function reads each argument in turn, without copying it).
+#[derive(Default)]
+pub struct FieldDigest(Sha256);
+
+impl FieldDigest {
+    /// Add one field (`None`: a missing one).
+    pub fn push(&mut self, field: Option<&[u8]>) {
         match field {
-            None => hasher.update(b"-;"),
+            None => self.0.update(b"-;"),
             Some(bytes) => {
-                hasher.update(bytes.len().to_string().as_bytes());
-                hasher.update(b":");
-                hasher.update(bytes);
-                hasher.update(b";");
+                self.0.update(bytes.len().to_string().as_bytes());
+                self.0.update(b":");
+                self.0.update(bytes);
+                self.0.update(b";");
             }
         }
     }
-    hex::encode(hasher.finalize())
+
+    /// The digest of the fields added, in hex.
+    pub fn finish(self) -> String {
+        hex::encode(self.0.finalize())
+    }
 }
 
 /// The lines of an events text: split at each newline, without the empty piece after the last.
