@@ -102,6 +102,10 @@ impl Store for PgStore {
         PgStore::tasks_of_run(self, run_id, now)
     }
 
+    fn waiting_tasks(&self, now: i64, limit: u32) -> Result<Vec<TaskRecord>, LedgerError> {
+        PgStore::waiting_tasks(self, now, limit)
+    }
+
     fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError> {
         PgStore::cancel_task(self, task_id, now)
     }

@@ -93,6 +93,20 @@ impl PgStore {
         })
     }
 
+    pub fn waiting_tasks(&self, now: i64, limit: u32) -> Result<Vec<TaskRecord>, LedgerError> {
+        let c = self.connector();
+        let limit = i64::from(limit);
+        self.run(async move {
+            let sql = format!(
+                "{} WHERE {WAITING} AND t.expires_at_ms > $1
+                 ORDER BY t.created_at_ms, t.task_id LIMIT $2",
+                task_sql()
+            );
+            let rows = c.get().await?.query(&sql, &[&now, &limit]).await.db()?;
+            rows.iter().map(task_of).collect()
+        })
+    }
+
     pub fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError> {
         let (c, id) = (self.connector(), task_id.to_owned());
         self.run(async move {
@@ -179,6 +193,12 @@ fn task_sql() -> String {
          LEFT JOIN reconciliations r ON r.run_id = t.run_id AND r.call_id = t.call_id"
     )
 }
+
+/// A task that waits for approval: open, not cancelled, keeping its arguments, its call
+/// finished (an open task's call ends only to wait for approval, or just before the task is
+/// closed; the reader checks the outcome).
+const WAITING: &str = "t.open_bytes IS NOT NULL AND t.arguments_json IS NOT NULL
+     AND t.cancel_requested_at_ms IS NULL AND c.state = 'finished'";
 
 /// One row of [`task_sql`].
 fn task_of(row: &tokio_postgres::Row) -> Result<TaskRecord, LedgerError> {

@@ -240,6 +240,10 @@ impl Store for SqliteStore {
         tasks::of_run(&self.conn(), &self.lease, run_id, now)
     }
 
+    fn waiting_tasks(&self, now: i64, limit: u32) -> Result<Vec<TaskRecord>, LedgerError> {
+        tasks::waiting(&self.conn(), &self.lease, now, limit)
+    }
+
     fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError> {
         tasks::cancel(&self.conn(), task_id, now)
     }

@@ -127,6 +127,32 @@ pub(super) fn of_run(
     Ok(tasks)
 }
 
+/// At most `limit` tasks that wait for approval, oldest first: open, not cancelled nor
+/// expired by `now`, keeping their arguments, their call finished (an open task's call ends
+/// only to wait for approval, or just before the task is closed; the reader checks the
+/// outcome).
+pub(super) fn waiting(
+    conn: &Connection,
+    lease: &Lease,
+    now: i64,
+    limit: u32,
+) -> Result<Vec<TaskRecord>, LedgerError> {
+    let sql = format!(
+        "{TASK_SELECT} {TASK_JOINS}
+         WHERE t.open_bytes IS NOT NULL AND t.arguments_json IS NOT NULL
+           AND t.cancel_requested_at_ms IS NULL AND c.state = 'finished'
+           AND t.expires_at_ms > ?1
+         ORDER BY t.created_at_ms, t.task_id LIMIT ?2"
+    );
+    let mut stmt = conn.prepare_cached(&sql).db()?;
+    let mut rows = stmt.query(params![now, limit]).db()?;
+    let mut tasks = Vec::new();
+    while let Some(row) = rows.next().db()? {
+        tasks.push(task_of(row, lease)?);
+    }
+    Ok(tasks)
+}
+
 /// One row of [`TASK_SELECT`]: the task, its call's state judged with `lease`.
 fn task_of(row: &rusqlite::Row<'_>, lease: &Lease) -> Result<TaskRecord, LedgerError> {
     let owner: String = row.get(6).db()?;

@@ -139,6 +139,10 @@ pub trait Store: Send + Sync {
     /// The tasks of run `run_id` not expired by `now`, oldest first.
     fn tasks_of_run(&self, run_id: &str, now: i64) -> Result<Vec<TaskRecord>, LedgerError>;
 
+    /// At most `limit` open tasks, not cancelled nor expired by `now`, that keep their
+    /// arguments and whose call has finished (a call that waits for approval), oldest first.
+    fn waiting_tasks(&self, now: i64, limit: u32) -> Result<Vec<TaskRecord>, LedgerError>;
+
     /// Mark `task_id` cancelled at `now` unless it is marked already.
     fn cancel_task(&self, task_id: &str, now: i64) -> Result<(), LedgerError>;
 

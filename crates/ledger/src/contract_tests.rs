@@ -234,6 +234,7 @@ contract!(
     a_callers_open_tasks_are_capped_on_every_host,
     task_caps_hold_under_concurrency,
     a_task_keeps_arguments_only_while_they_are_needed,
+    tasks_that_wait_for_approval_are_listed_on_every_host,
 );
 
 pub(super) fn call(id: &str, args: Value) -> ToolCall {

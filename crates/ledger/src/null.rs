@@ -132,6 +132,10 @@ impl Store for NullStore {
         Ok(Vec::new())
     }
 
+    fn waiting_tasks(&self, _now: i64, _limit: u32) -> Result<Vec<TaskRecord>, LedgerError> {
+        Ok(Vec::new())
+    }
+
     fn cancel_task(&self, _task_id: &str, _now: i64) -> Result<(), LedgerError> {
         Ok(())
     }

@@ -127,6 +127,18 @@ fn approval_digest(record: &CallRecord) -> Option<String> {
         })
 }
 
+impl super::receipt_key::Envelope {
+    /// The statement this envelope carries, as its issuer shows it (its signature unchecked:
+    /// [`super::PublicReceiptKey::open`] checks one received from elsewhere).
+    pub fn statement(&self) -> Result<Value, ReceiptError> {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&self.payload)
+            .map_err(|e| ReceiptError::Envelope(format!("the payload is not base64: {e}")))?;
+        read_statement(&bytes)
+    }
+}
+
 /// What a receipt's statement says, read from its bytes: the statement, if it is a toolhost
 /// receipt.
 pub fn read_statement(bytes: &[u8]) -> Result<Value, ReceiptError> {

@@ -322,3 +322,52 @@ pub(super) fn a_task_keeps_arguments_only_while_they_are_needed(site: &dyn Site)
     assert!(off.cancel_task("plain", "alice", "acme").unwrap());
     assert!(off.task("plain", "alice", "acme").unwrap().unwrap().open);
 }
+
+/// Every host lists the tasks that wait for approval, oldest first and at most as many as
+/// asked: not a running one, nor a cancelled, closed, moved or expired one.
+pub(super) fn tasks_that_wait_for_approval_are_listed_on_every_host(site: &dyn Site) {
+    let first = site.open(LedgerOptions::default());
+    let second = site.open(LedgerOptions::default());
+    let waits = |l: &Ledger, id: &str, call_id: &str, ttl_ms: i64| {
+        let mut t = task(id, call_id, ttl_ms);
+        t.for_approval = true;
+        create(l, &t);
+        let c = call(call_id, json!({"n": 1}));
+        admit(l, "r", &c);
+        let mut asked =
+            ToolResult::failed(&c, toolhost_contract::Code::ApprovalRequired, "x", usage());
+        asked.approval = Some(toolhost_contract::ApprovalNeeded {
+            handle: format!("handle-of-{call_id}"),
+            expires_at: u64::MAX,
+        });
+        l.finish("r", call_id, &asked).unwrap();
+    };
+    waits(&first, "w1", "c1", 60_000);
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    waits(&first, "w2", "c2", 60_000);
+    waits(&first, "cancelled", "c3", 60_000);
+    assert!(first.cancel_task("cancelled", "alice", "acme").unwrap());
+    waits(&first, "expired", "c4", 1);
+    let mut running = task("running", "c5", 60_000);
+    running.for_approval = true;
+    create(&first, &running);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let ids = |l: &Ledger, limit: u32| -> Vec<String> {
+        let listed = l.waiting_tasks(limit).unwrap();
+        listed.into_iter().map(|t| t.task_id).collect()
+    };
+    assert_eq!(ids(&second, 10), ["w1", "w2"]);
+    assert_eq!(ids(&second, 1), ["w1"]);
+    assert!(ids(&second, 0).is_empty());
+    let listed = second.waiting_tasks(10).unwrap();
+    assert_eq!(listed[0].arguments, Some(json!({"n": 1})));
+    assert_eq!(
+        (listed[0].principal.as_str(), listed[0].run_id.as_str()),
+        ("alice", "r")
+    );
+    // Moved to its approved call (which runs), then closed: no longer waiting.
+    assert!(second.retarget_task("w1", "c1", "c1~approved").unwrap());
+    assert_eq!(ids(&first, 10), ["w2"]);
+    first.close_task("w2").unwrap();
+    assert!(ids(&first, 10).is_empty());
+}

@@ -53,6 +53,26 @@ impl Ledger {
         self.store.tasks_of_run(run_id, now_ms())
     }
 
+    /// At most `limit` tasks of any caller that wait for a human's approval, oldest first:
+    /// open, their call ended `approval_required` with an approval to answer (the operator's
+    /// console lists them).
+    pub fn waiting_tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, LedgerError> {
+        let mut tasks = self.store.waiting_tasks(now_ms(), limit)?;
+        tasks.retain(|t| match &t.call {
+            TaskCall::Finished(r) => {
+                r.code == Some(toolhost_contract::Code::ApprovalRequired) && r.approval.is_some()
+            }
+            _ => false,
+        });
+        Ok(tasks)
+    }
+
+    /// The task `task_id` whoever created it, unless it is missing or expired (for the
+    /// operator's console, never for a caller).
+    pub fn any_task(&self, task_id: &str) -> Result<Option<TaskRecord>, LedgerError> {
+        self.store.task(task_id, now_ms())
+    }
+
     /// Ask the host that runs `task_id` to cancel its call (idempotent): whether the task is
     /// one `principal` of `tenant` may cancel.
     pub fn cancel_task(

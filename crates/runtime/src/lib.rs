@@ -14,6 +14,7 @@ pub mod batch;
 mod clock;
 mod copies;
 mod endings;
+pub mod evidence;
 mod inflight;
 mod pipeline;
 mod prepared;

@@ -44,6 +44,18 @@ impl TaskStore<'_> {
             .task(task_id, &caller.principal, &caller.tenant)
     }
 
+    /// At most `limit` tasks of any caller that wait for a human's approval, oldest first
+    /// (the operator's console lists them; never a caller's view).
+    pub fn waiting(&self, limit: u32) -> Result<Vec<TaskRecord>, LedgerError> {
+        self.rt.ledger.waiting_tasks(limit)
+    }
+
+    /// Task `task_id` whoever created it, unless it is missing or expired (the operator's
+    /// console; never a caller's view).
+    pub fn any(&self, task_id: &str) -> Result<Option<TaskRecord>, LedgerError> {
+        self.rt.ledger.any_task(task_id)
+    }
+
     /// Mark task `task_id` cancelled for the host that runs it: whether `caller` may.
     pub fn cancel(&self, task_id: &str, caller: &Caller) -> Result<bool, LedgerError> {
         self.rt
