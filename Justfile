@@ -60,6 +60,19 @@ setup-haproxy:
         $sudo apt-get install -y -q haproxy >/dev/null 2>&1 \
         || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q haproxy >/dev/null; }; }
 
+# The approval console's browser tests (tests/all/console_browser.rs): Debian's chromium,
+# installed when missing (as root, or through sudo), and playwright-core in tests/console to
+# drive it (npm ci again when the lock file changed).
+setup-console:
+    @command -v chromium >/dev/null || { \
+        sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"; \
+        export DEBIAN_FRONTEND=noninteractive; \
+        $sudo apt-get install -y -q chromium >/dev/null 2>&1 \
+        || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q chromium >/dev/null; }; }
+    @cmp -s tests/console/package-lock.json tests/console/node_modules/.installed-lock.json 2>/dev/null \
+        || (npm ci --prefix tests/console --no-audit --no-fund --loglevel=error >/dev/null \
+            && cp tests/console/package-lock.json tests/console/node_modules/.installed-lock.json)
+
 # Debian's docker-registry (the reference OCI distribution server), which the OCI tests start
 # on loopback.
 setup-registry:
@@ -80,7 +93,7 @@ conformance: build setup-mcp
 
 # Build guests, then run every test (unit and integration), then the MCP Inspector's strict
 # schema check and the official conformance suite against the binary the tests built.
-test: build-guests setup-mcp build-polyglot setup-haproxy setup-registry
+test: build-guests setup-mcp build-polyglot setup-haproxy setup-registry setup-console
     cargo test --workspace -- --test-threads 4
     if [ -n "${JSON_SCHEMA_TEST_SUITE:-}" ]; then cargo test --test all -- --ignored json_schema_suite; else echo "json_schema_suite: ignored (set JSON_SCHEMA_TEST_SUITE to the suite's directory to run it)"; fi
     if [ -n "${TOOLHOST_TEST_POSTGRES_URL:-}" ]; then cargo test --workspace --lib --test all -- --ignored pg_ --test-threads 4; else echo "PostgreSQL tests (pg_*): ignored (set TOOLHOST_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/test, to run them against a server; each test uses a schema of its own)"; fi

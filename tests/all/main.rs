@@ -20,6 +20,8 @@ mod call_context;
 mod certs;
 mod cli;
 mod config_ui;
+mod console;
+mod console_browser;
 mod demo;
 mod disk;
 mod duplicates;

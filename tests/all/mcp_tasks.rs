@@ -21,7 +21,7 @@ const MALLORY: &str = "mallory-token";
 
 /// The longest a task may take to reach the state a test waits for: wide, since a debug host
 /// compiles the guest on its first call.
-const PATIENCE: Duration = Duration::from_secs(90);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(90);
 
 /// The longest a cancel may take to stop a running guest, asked on this host or another: the
 /// running host reads cancel marks every 250 ms and the guest stops at its next epoch tick
@@ -36,7 +36,7 @@ fn config(ledger: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 /// [`config`] with `serve` added to its `[serve]` section.
-fn config_serving(ledger: &str, serve: &str) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn config_serving(ledger: &str, serve: &str) -> (tempfile::TempDir, PathBuf) {
     use sha2::{Digest, Sha256};
     let dir = tempfile::tempdir().unwrap();
     let token = |t: &str, who: &str| {
@@ -90,7 +90,7 @@ fn send(server: &HttpServer, token: &str, message: &Value) -> Value {
 }
 
 /// Start `tool` with `arguments` as a task on `server`: its id.
-fn start(server: &HttpServer, tool: &str, arguments: Value) -> String {
+pub(crate) fn start(server: &HttpServer, tool: &str, arguments: Value) -> String {
     let params = json!({"name": tool, "arguments": arguments});
     let created = send(server, ALICE, &request(1, "tools/call", params, true));
     assert_eq!(created["result"]["resultType"], "task", "{created}");
@@ -108,7 +108,7 @@ fn get(server: &HttpServer, token: &str, task: &str) -> Value {
 }
 
 /// Poll `task` on `server` until its status is `want` (bounded by `within`): the task.
-fn until(server: &HttpServer, task: &str, want: &str, within: Duration) -> Value {
+pub(crate) fn until(server: &HttpServer, task: &str, want: &str, within: Duration) -> Value {
     let deadline = Instant::now() + within;
     loop {
         let got = get(server, ALICE, task);
@@ -140,7 +140,7 @@ fn answer_approval(server: &HttpServer, task: &str, approve: bool) -> Value {
 }
 
 /// The calls of alice's run `r1` in the ledger.
-fn calls(config: &std::path::Path) -> Vec<Value> {
+pub(crate) fn calls(config: &std::path::Path) -> Vec<Value> {
     listing(config)["calls"].as_array().unwrap().clone()
 }
 

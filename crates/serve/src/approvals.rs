@@ -35,6 +35,16 @@ pub(super) fn approved_handle(
                 .into(),
         });
     }
+    operator_approved(runtime, handle)
+}
+
+/// The token for `handle`, which a call of this deployment asked for, once the operator said
+/// yes (the console): any tool, whoever its approvers are.
+pub(super) fn operator_approved(
+    runtime: &Runtime,
+    handle: &str,
+) -> Result<String, ApprovalFailure> {
+    let approvals = runtime.approvals();
     approvals.mint(handle).map_err(|e| {
         if approvals.expired(handle) {
             ApprovalFailure::Expired

@@ -19,6 +19,8 @@
 //! principal = "alice"
 //! tenant = "acme"
 //! ```
+//!
+//! `[serve.console]` (the approval console's operators) is `console/config.rs`'s.
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -97,6 +99,10 @@ pub struct ServeConfig {
     /// its connection closed. From 1 to 192; default 64.
     #[serde(default = "default_connections_per_principal")]
     pub connections_per_principal: usize,
+    /// The approval console on `serve --http` (`console.rs`): served when this names
+    /// operators. Default: none.
+    #[serde(default)]
+    pub console: Option<super::console::ConsoleConfig>,
 }
 
 /// The default per-principal request rate at the HTTP door: far above what an agent loop or a
@@ -161,6 +167,7 @@ impl Default for ServeConfig {
             request_burst: None,
             requests_in_flight: default_requests_in_flight(),
             connections_per_principal: default_connections_per_principal(),
+            console: None,
         }
     }
 }
@@ -324,6 +331,9 @@ impl ServeConfig {
                 "serve.connections_per_principal",
                 "must be from 1 to 192 (the host holds at most 192 authenticated connections at once)",
             ));
+        }
+        if let Some(c) = &self.console {
+            c.validate(&self.tokens, problems);
         }
         if let Some(o) = &self.oauth {
             o.validate(problems);

@@ -137,7 +137,9 @@ pub async fn serve_http(
         manager.clone(),
         rmcp_config,
     );
+    let console = super::console::Console::new(shared.clone(), config)?;
     let gate = Arc::new(Gate {
+        console,
         runtime: shared.runtime.clone(),
         config: config.clone(),
         oauth,
@@ -236,6 +238,8 @@ struct Conn {
 
 /// Authentication and session ownership in front of the MCP service.
 struct Gate {
+    /// The approval console, when operators are configured.
+    console: Option<Arc<super::console::Console>>,
     runtime: Arc<toolhost_runtime::Runtime>,
     config: ServeConfig,
     oauth: Option<Arc<ResourceServer>>,
@@ -261,6 +265,15 @@ impl Gate {
             .filter(|_| auth::is_metadata_path(req.uri().path()))
         {
             return auth::json_response(&o.metadata());
+        }
+        if let Some(console) = self
+            .console
+            .as_ref()
+            .filter(|_| super::console::Console::owns(req.uri().path()))
+        {
+            // The console's own sign-in, never a caller's bearer token; its connections stay
+            // among the unauthenticated ones, which newer connections may close.
+            return console.handle(req).await;
         }
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found; MCP is served on /mcp");

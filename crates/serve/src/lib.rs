@@ -21,9 +21,11 @@
 //! - [`mrtr`]: approval of a 2026-07-28 call through `input_required` and a sealed state.
 //! - [`tasks`]: MCP tasks served from the ledger (`tasks/get`, `tasks/cancel`, `tasks/update`).
 //! - [`http`]: the HTTP listener, bearer authentication.
+//! - [`console`]: the operators' approval console on the HTTP listener.
 
 pub mod approvals;
 pub mod config;
+pub mod console;
 pub mod elicit;
 pub mod frames;
 pub mod handler;
@@ -72,6 +74,8 @@ pub enum ServeError {
     Closed,
     #[error("cannot start the OAuth resource server: {0}")]
     OAuth(String),
+    #[error("cannot start the approval console: {0}")]
+    Console(String),
 }
 
 impl Shared {

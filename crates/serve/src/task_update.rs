@@ -5,12 +5,12 @@ use std::sync::Arc;
 use rmcp::model::{ErrorData, UpdateTaskParams};
 use serde_json::json;
 
-use super::http::door::Admitted;
+use super::http::door::{Admitted, Pass};
 use super::mrtr::{answer, approved_call_id, Answer};
 use super::tasks::{blocking, Tasks};
 use super::Shared;
-use toolhost_contract::{ApproverHandle, Caller, Code, Stage, ToolCall};
-use toolhost_runtime::tasks::TaskCall;
+use toolhost_contract::{ApprovalNeeded, ApproverHandle, Caller, Code, Stage, ToolCall};
+use toolhost_runtime::tasks::{TaskCall, TaskRecord};
 
 impl Tasks {
     /// `tasks/update`: the answer to a task that waits for approval. An approval runs the
@@ -28,7 +28,7 @@ impl Tasks {
         params: &UpdateTaskParams,
         admitted: Option<Admitted>,
     ) -> Result<(), ErrorData> {
-        let (runtime, tracker) = (&shared.runtime, &shared.tracker);
+        let runtime = &shared.runtime;
         let task = self.find(runtime, caller, &params.task_id).await?;
         if let Some(scope) = admitted.as_ref().and_then(|a| a.missing_scope(&task.tool)) {
             return Err(ErrorData::invalid_request(
@@ -36,20 +36,9 @@ impl Tasks {
                 Some(json!({ "scope": scope })),
             ));
         }
-        let TaskCall::Finished(waiting) = &task.call else {
+        if waiting_approval(&task).is_none() {
             return Ok(());
-        };
-        // A closed task (cancelled) has nothing left to approve.
-        let Some(arguments) = task.arguments.clone().filter(|_| task.open) else {
-            return Ok(());
-        };
-        let Some(approval) = waiting
-            .approval
-            .as_ref()
-            .filter(|_| waiting.code == Some(Code::ApprovalRequired))
-        else {
-            return Ok(());
-        };
+        }
         let given = answer(Some(&params.input_responses));
         if !matches!(given, Answer::Approve | Answer::Decline) {
             return Ok(());
@@ -72,11 +61,68 @@ impl Tasks {
                 ))
             }
         };
+        let decision = (matches!(given, Answer::Approve), Answerer::Client);
+        self.answer_waiting(shared, caller, &task, decision, pass)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Who answers a task that waits for approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answerer {
+    /// The task's own client (`tasks/update`): never for a tool only the operator approves.
+    Client,
+    /// The operator (the console): any tool.
+    Operator,
+}
+
+/// What answering a task did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answered {
+    /// The task no longer waits (answered before, cancelled, expired): nothing changed.
+    NotWaiting,
+    /// The approval could not be used (expired, say): the approved call is recorded refused.
+    Refused,
+    /// The approved call runs on this host (approved), or ends `approval_denied` (declined).
+    Running,
+}
+
+/// The approval a task waits for, if it waits: open, with its arguments, its call ended
+/// `approval_required` with a handle.
+pub(crate) fn waiting_approval(task: &TaskRecord) -> Option<&ApprovalNeeded> {
+    let TaskCall::Finished(waiting) = &task.call else {
+        return None;
+    };
+    if !task.open || task.arguments.is_none() || waiting.code != Some(Code::ApprovalRequired) {
+        return None;
+    }
+    waiting.approval.as_ref()
+}
+
+impl Tasks {
+    /// Answer `task`, which waits for approval, for `caller` (its creator): move it to its
+    /// approved call (once, on whichever host moves it first) and run that call through the
+    /// whole pipeline on this host, with a token minted for the task's own approval handle
+    /// (approved) or a declining approver (declined).
+    pub(crate) async fn answer_waiting(
+        self: &Arc<Tasks>,
+        shared: &Shared,
+        caller: &Caller,
+        task: &TaskRecord,
+        (approve, by): (bool, Answerer),
+        pass: Option<Pass>,
+    ) -> Result<Answered, ErrorData> {
+        let (runtime, tracker) = (&shared.runtime, &shared.tracker);
+        let (Some(approval), Some(arguments)) = (waiting_approval(task), task.arguments.clone())
+        else {
+            return Ok(Answered::NotWaiting);
+        };
         let to = approved_call_id(&task.call_id);
         let rt = runtime.clone();
         let (id, from, next) = (task.task_id.clone(), task.call_id.clone(), to.clone());
         if !blocking(move || rt.tasks().retarget(&id, &from, &next)).await? {
-            return Ok(()); // another update moved it first
+            return Ok(Answered::NotWaiting); // another answer moved it first
         }
         let mut ctx = runtime.context_for(caller.clone());
         ctx.run_id = task.run_id.clone();
@@ -86,23 +132,28 @@ impl Tasks {
             arguments,
         };
         let prepared = runtime.prepare(caller, &call);
-        let token = match given {
-            Answer::Approve => {
-                match super::approvals::approved_handle(runtime, &approval.handle, &task.tool) {
-                    Ok(token) => Some(token),
-                    Err(failure) => {
-                        let refused = failure.refusal(&call);
-                        runtime
-                            .refuse_prepared(&ctx, &call, &prepared, Stage::Approve, refused)
-                            .await;
-                        return Ok(());
-                    }
+        let token = if approve {
+            let minted = match by {
+                Answerer::Client => {
+                    super::approvals::approved_handle(runtime, &approval.handle, &task.tool)
+                }
+                Answerer::Operator => {
+                    super::approvals::operator_approved(runtime, &approval.handle)
+                }
+            };
+            match minted {
+                Ok(token) => Some(token),
+                Err(failure) => {
+                    let refused = failure.refusal(&call);
+                    runtime
+                        .refuse_prepared(&ctx, &call, &prepared, Stage::Approve, refused)
+                        .await;
+                    return Ok(Answered::Refused);
                 }
             }
-            _ => {
-                ctx.approver = Some(ApproverHandle(Arc::new(super::mrtr::Declined)));
-                None
-            }
+        } else {
+            ctx.approver = Some(ApproverHandle(Arc::new(super::mrtr::Declined)));
+            None
         };
         self.run(
             runtime,
@@ -111,6 +162,6 @@ impl Tasks {
             (ctx, call, prepared, token),
             pass,
         );
-        Ok(())
+        Ok(Answered::Running)
     }
 }

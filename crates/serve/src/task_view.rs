@@ -69,9 +69,12 @@ fn finished(
         if task.cancel_requested_at_ms.is_some() {
             return TaskPayload::Cancelled;
         }
-        let arguments = task.arguments.as_ref();
-        if let Some(arguments) = arguments.filter(|_| task.open && client_approves) {
-            let arguments = &toolhost_contract::canonical::canonical_json(arguments);
+        let arguments = canonical_arguments(task);
+        if let Some(arguments) = arguments
+            .as_deref()
+            .map(str::as_bytes)
+            .filter(|_| task.open && client_approves)
+        {
             let q = Question {
                 tool: &task.tool,
                 risk,
@@ -109,6 +112,13 @@ fn finished(
             }
         }
     }
+}
+
+/// A task's stored arguments in the canonical form its approval binds, if the row keeps them
+/// (what a human is shown: `tasks/get`'s question, the console's page).
+pub(super) fn canonical_arguments(task: &TaskRecord) -> Option<String> {
+    let arguments = task.arguments.as_ref()?;
+    String::from_utf8(toolhost_contract::canonical::canonical_json(arguments)).ok()
 }
 
 /// A JSON-RPC error object: the internal-error code, `message`, and the toolhost failure.

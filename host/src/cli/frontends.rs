@@ -36,6 +36,11 @@ pub(super) async fn serve(
     {
         o.jwks = config.base_dir.join(&o.jwks).display().to_string();
     }
+    // The console signs receipts with the key `toolhost receipt` uses.
+    let receipt_key = config.data_dir().join("receipt.key");
+    if let Some(c) = config.serve.console.as_mut() {
+        c.receipt_key = Some(receipt_key);
+    }
     let rt = match config.start(EpochMode::Ticker) {
         Ok(rt) => rt,
         Err(e) => return usage_error(&e),
