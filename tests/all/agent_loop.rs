@@ -370,8 +370,9 @@ async fn a_response_past_the_size_cap_is_not_retried() {
 
 /// Connections are kept alive across a run's steps, not one handshake per request. (The
 /// client's pool checks a connection back in on a task of its own; on a loaded machine the
-/// next step may start before that and open a second connection. So what is asserted is that
-/// the first connection carried more than one request, and no step needed a third.)
+/// next step may start before that and open a second connection, which then carries the rest:
+/// `[0, 1, 1]` was seen. So what is asserted is that one connection carried more than one
+/// request, and no step needed a third; without keep-alive it is `[0, 1, 2]`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_connection_serves_the_whole_run() {
     let server = scripted(
@@ -387,12 +388,14 @@ async fn one_connection_serves_the_whole_run() {
     assert_eq!(r.summary.stopped_by, StopReason::Finished);
     let carried: Vec<usize> = server.requests().iter().map(|s| s.connection).collect();
     assert_eq!(carried.len(), 3, "{carried:?}");
-    let reused = carried.iter().filter(|c| **c == carried[0]).count();
     let mut distinct = carried.clone();
     distinct.sort_unstable();
     distinct.dedup();
+    let reused = distinct
+        .iter()
+        .any(|d| carried.iter().filter(|c| *c == d).count() >= 2);
     assert!(
-        reused >= 2 && distinct.len() <= 2,
+        reused && distinct.len() <= 2,
         "each step on its own connection: {carried:?}"
     );
 }
