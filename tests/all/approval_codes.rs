@@ -156,8 +156,8 @@ impl toolhost::contract::Approver for AlwaysYes {
         self.0
     }
 
-    fn source(&self) -> &'static str {
-        "a test"
+    fn source(&self) -> String {
+        "a test".into()
     }
 
     fn ask<'a>(

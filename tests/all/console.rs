@@ -177,6 +177,7 @@ fn the_console_refuses_what_it_must() {
     assert_eq!(page.header("x-frame-options"), Some("DENY"));
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
     assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert_eq!(page.header("referrer-policy"), Some("same-origin"));
 
     // A caller's MCP token opens nothing: not as a sign-in, not as a bearer.
     let refused = post(&a, "/console/sign-in", "", &[("token", "alice-token")]);
@@ -330,11 +331,106 @@ fn the_console_refuses_what_it_must() {
     );
     assert_eq!(ran(), 1);
 
+    // The ledger names the operator who decided each.
+    assert_eq!(
+        decided_by(&cfg, "approved"),
+        ["the approval console (operator ops-one)"]
+    );
+    assert_eq!(
+        decided_by(&cfg, "approval_denied"),
+        ["the approval console (operator ops-two)"]
+    );
+
     // Signed out, the session opens nothing.
     let out = post(&a, "/console/sign-out", &one, &[("csrf", &csrf_one)]);
     assert_eq!(out.status, 303);
     assert_eq!(get(&a, "/console", &one).status, 401);
     assert_eq!(get(&a, "/console", &two).status, 200);
+}
+
+/// The `detail` of every approve-stage event `decision` of run `r1`'s calls, its leading
+/// "by a human, through " or "declined by a human, through " cut.
+fn decided_by(cfg: &std::path::Path, decision: &str) -> Vec<String> {
+    calls(cfg)
+        .iter()
+        .flat_map(|c| c["events"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["stage"] == "approve" && e["decision"] == decision)
+        .map(|e| {
+            let detail = e["detail"].as_str().unwrap_or("");
+            detail
+                .split("through ")
+                .nth(1)
+                .unwrap_or(detail)
+                .to_string()
+        })
+        .collect()
+}
+
+/// A tool only the operator approves (`approvers = "operator"`) waits for the console: its
+/// task is listed there though the client was never asked, approving runs it once and
+/// denying ends it `approval_denied`, each named as the operator's in the ledger.
+#[test]
+fn the_console_answers_for_a_tool_only_the_operator_approves() {
+    let (_dir, cfg) = config_serving("", &console_section());
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace(
+        "approval = \"required\"\n",
+        "approval = \"required\"\napprovers = \"operator\"\n",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let host = http_serve(&cfg);
+    let a = addr(&host);
+    let one = sign_in(&a, OPERATOR);
+    let csrf = csrf_of(&a, &one);
+    let approve = start(&host, "confirm_delete", json!({"filename": "a.txt"}));
+    let deny = start(&host, "confirm_delete", json!({"filename": "b.txt"}));
+    for task in [&approve, &deny] {
+        let waiting = until(&host, task, "completed", PATIENCE);
+        assert_eq!(
+            waiting["result"]["_meta"]["toolhost/failure"]["code"], "approval_required",
+            "{waiting}"
+        );
+    }
+    let listed = get(&a, "/console", &one);
+    assert!(
+        listed.body.contains(&format!("id={approve}")),
+        "{}",
+        listed.body
+    );
+    assert!(
+        listed.body.contains(&format!("id={deny}")),
+        "{}",
+        listed.body
+    );
+    let form = |task: &str, decision: &str| {
+        let fields = [
+            ("id", task),
+            ("decision", decision),
+            ("csrf", csrf.as_str()),
+        ];
+        post(&a, "/console/task", &one, &fields).status
+    };
+    assert_eq!(form(&approve, "approve"), 303);
+    assert_eq!(form(&deny, "deny"), 303);
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while decided_by(&cfg, "approved").is_empty() || decided_by(&cfg, "approval_denied").is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "{:?}", calls(&cfg));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ran: Vec<Value> = calls(&cfg)
+        .into_iter()
+        .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
+        .collect();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(
+        decided_by(&cfg, "approved"),
+        ["the approval console (operator ops-one)"]
+    );
+    assert_eq!(
+        decided_by(&cfg, "approval_denied"),
+        ["the approval console (operator ops-one)"]
+    );
 }
 
 /// A config whose operator signs in with a caller's token, or that names no operator, is
@@ -353,5 +449,59 @@ fn a_console_that_shares_a_callers_token_is_refused() {
         out.stderr.contains("serve.console.operator[0].sha256"),
         "{}",
         out.stderr
+    );
+}
+
+/// On PostgreSQL the console of one host lists a task that waits on another and approves it:
+/// the call runs once, the other host's console is then told it no longer waits (409), and
+/// the task answers on both hosts.
+#[test]
+#[ignore = "needs PostgreSQL (TOOLHOST_TEST_POSTGRES_URL)"]
+fn pg_a_task_waiting_on_one_host_is_approved_in_anothers_console() {
+    let schema = crate::multi_host::Schema::new();
+    let (_dir, cfg) = config_serving(&schema.ledger_section(), &console_section());
+    let first = http_serve(&cfg);
+    let second = http_serve(&cfg);
+    let task = start(&first, "confirm_delete", json!({"filename": "c.txt"}));
+    until(&first, &task, "input_required", PATIENCE);
+    let there = addr(&second);
+    let one = sign_in(&there, OPERATOR);
+    let listed = get(&there, "/console", &one);
+    assert!(
+        listed.body.contains(&format!("id={task}")),
+        "{}",
+        listed.body
+    );
+    let csrf = csrf_of(&there, &one);
+    let approve = [
+        ("id", task.as_str()),
+        ("decision", "approve"),
+        ("csrf", &csrf),
+    ];
+    assert_eq!(post(&there, "/console/task", &one, &approve).status, 303);
+    let here = addr(&first);
+    let two = sign_in(&here, OTHER_OPERATOR);
+    let csrf = csrf_of(&here, &two);
+    let again = [
+        ("id", task.as_str()),
+        ("decision", "approve"),
+        ("csrf", &csrf),
+    ];
+    assert_eq!(post(&here, "/console/task", &two, &again).status, 409);
+    let done = until(&first, &task, "completed", PATIENCE);
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"result": "deleted c.txt"}),
+        "{done}"
+    );
+    until(&second, &task, "completed", PATIENCE);
+    let ran = calls(&cfg)
+        .into_iter()
+        .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
+        .count();
+    assert_eq!(ran, 1);
+    assert_eq!(
+        decided_by(&cfg, "approved"),
+        ["the approval console (operator ops-one)"]
     );
 }

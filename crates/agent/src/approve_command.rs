@@ -140,8 +140,8 @@ impl Approver for CommandApprover {
         toolhost_contract::Approvers::Operator
     }
 
-    fn source(&self) -> &'static str {
-        "the --approve-with command"
+    fn source(&self) -> String {
+        "the --approve-with command".into()
     }
 
     fn ask<'a>(

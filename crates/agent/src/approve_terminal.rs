@@ -112,8 +112,8 @@ impl Approver for TerminalApprover {
         toolhost_contract::Approvers::Operator
     }
 
-    fn source(&self) -> &'static str {
-        "the terminal"
+    fn source(&self) -> String {
+        "the terminal".into()
     }
 
     fn ask<'a>(

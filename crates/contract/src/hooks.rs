@@ -91,10 +91,15 @@ pub struct ApprovalPrompt {
 }
 
 /// The human's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalAnswer {
     /// Approve this exact call, once.
     Approved,
+    /// Approve it with this token, minted for the approval handle the human was shown (an
+    /// earlier request of the same call: a task's, say). It is verified against this call like
+    /// any token, so a call whose tool, rules or arguments changed since is refused
+    /// (`approval_mismatch`), and spent once.
+    ApprovedWith(String),
     /// Refuse it: the call ends `approval_denied`.
     Declined,
     /// Nobody could be asked, or no usable answer came (no such capability, the question
@@ -105,8 +110,9 @@ pub enum ApprovalAnswer {
 
 /// Asks a human to approve a call.
 pub trait Approver: Send + Sync {
-    /// Who is asked, for the ledger ("the terminal", "the MCP client", …).
-    fn source(&self) -> &'static str;
+    /// Who is asked, for the ledger ("the terminal", "the MCP client", "the approval console
+    /// (operator ops-alice)", …).
+    fn source(&self) -> String;
 
     /// Whose channel this is: the calling client's, or the operator's.
     fn channel(&self) -> super::Approvers;

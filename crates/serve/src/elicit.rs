@@ -64,8 +64,8 @@ impl Approver for ElicitingApprover {
         toolhost_contract::Approvers::Client
     }
 
-    fn source(&self) -> &'static str {
-        "the MCP client"
+    fn source(&self) -> String {
+        "the MCP client".into()
     }
 
     fn ask<'a>(

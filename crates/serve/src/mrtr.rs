@@ -224,8 +224,8 @@ impl Approver for Declined {
         toolhost_contract::Approvers::Client
     }
 
-    fn source(&self) -> &'static str {
-        "the MCP client (input_required)"
+    fn source(&self) -> String {
+        "the MCP client (input_required)".into()
     }
 
     fn ask<'a>(

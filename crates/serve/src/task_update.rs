@@ -9,7 +9,9 @@ use super::http::door::{Admitted, Pass};
 use super::mrtr::{answer, approved_call_id, Answer};
 use super::tasks::{blocking, Tasks};
 use super::Shared;
-use toolhost_contract::{ApprovalNeeded, ApproverHandle, Caller, Code, Stage, ToolCall};
+use toolhost_contract::{
+    ApprovalAnswer, ApprovalNeeded, ApproverHandle, Caller, Code, Stage, ToolCall,
+};
 use toolhost_runtime::tasks::{TaskCall, TaskRecord};
 
 impl Tasks {
@@ -69,12 +71,43 @@ impl Tasks {
 }
 
 /// Who answers a task that waits for approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Answerer {
     /// The task's own client (`tasks/update`): never for a tool only the operator approves.
     Client,
-    /// The operator (the console): any tool.
-    Operator,
+    /// The operator of this name (the console): any tool.
+    Operator(String),
+}
+
+/// An operator's answer to a waiting task, as the approver of its approved call: the ledger
+/// records it as the operator's (`approved` or `approval_denied`, "through the approval
+/// console (operator …)"), on the operator's channel, so a tool only the operator approves is
+/// answered too.
+struct OperatorAnswer {
+    operator: String,
+    /// Approve with this token (minted for the task's own handle); `None`: decline.
+    token: Option<String>,
+}
+
+impl toolhost_contract::Approver for OperatorAnswer {
+    fn source(&self) -> String {
+        format!("the approval console (operator {})", self.operator)
+    }
+
+    fn channel(&self) -> toolhost_contract::Approvers {
+        toolhost_contract::Approvers::Operator
+    }
+
+    fn ask<'a>(
+        &'a self,
+        _prompt: &'a toolhost_contract::ApprovalPrompt,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApprovalAnswer> + Send + 'a>> {
+        let answer = match &self.token {
+            Some(token) => ApprovalAnswer::ApprovedWith(token.clone()),
+            None => ApprovalAnswer::Declined,
+        };
+        Box::pin(std::future::ready(answer))
+    }
 }
 
 /// What answering a task did.
@@ -132,28 +165,39 @@ impl Tasks {
             arguments,
         };
         let prepared = runtime.prepare(caller, &call);
-        let token = if approve {
-            let minted = match by {
-                Answerer::Client => {
-                    super::approvals::approved_handle(runtime, &approval.handle, &task.tool)
-                }
-                Answerer::Operator => {
-                    super::approvals::operator_approved(runtime, &approval.handle)
-                }
-            };
-            match minted {
-                Ok(token) => Some(token),
-                Err(failure) => {
-                    let refused = failure.refusal(&call);
-                    runtime
-                        .refuse_prepared(&ctx, &call, &prepared, Stage::Approve, refused)
-                        .await;
-                    return Ok(Answered::Refused);
+        let token = match (approve, by) {
+            (true, Answerer::Client) => {
+                match super::approvals::approved_handle(runtime, &approval.handle, &task.tool) {
+                    Ok(token) => Some(token),
+                    Err(failure) => {
+                        return Ok(self
+                            .refuse_approved(shared, &ctx, &call, &prepared, failure)
+                            .await)
+                    }
                 }
             }
-        } else {
-            ctx.approver = Some(ApproverHandle(Arc::new(super::mrtr::Declined)));
-            None
+            (false, Answerer::Client) => {
+                ctx.approver = Some(ApproverHandle(Arc::new(super::mrtr::Declined)));
+                None
+            }
+            (approve, Answerer::Operator(operator)) => {
+                let token = if approve {
+                    match super::approvals::operator_approved(runtime, &approval.handle) {
+                        Ok(token) => Some(token),
+                        Err(failure) => {
+                            return Ok(self
+                                .refuse_approved(shared, &ctx, &call, &prepared, failure)
+                                .await)
+                        }
+                    }
+                } else {
+                    None
+                };
+                // The pipeline asks this approver, which answers with the token (or says no),
+                // so that the ledger names the operator.
+                ctx.approver = Some(ApproverHandle(Arc::new(OperatorAnswer { operator, token })));
+                None
+            }
         };
         self.run(
             runtime,
@@ -163,5 +207,22 @@ impl Tasks {
             pass,
         );
         Ok(Answered::Running)
+    }
+
+    /// Record the approved call refused for `failure` (its approval could not be minted).
+    async fn refuse_approved(
+        &self,
+        shared: &Shared,
+        ctx: &toolhost_contract::RunContext,
+        call: &ToolCall,
+        prepared: &toolhost_runtime::Prepared,
+        failure: toolhost_runtime::ApprovalFailure,
+    ) -> Answered {
+        let refused = failure.refusal(call);
+        shared
+            .runtime
+            .refuse_prepared(ctx, call, prepared, Stage::Approve, refused)
+            .await;
+        Answered::Refused
     }
 }

@@ -142,7 +142,7 @@ async fn ask_approver(
         toolhost_contract::Risk,
     ),
     journal: &mut Journal<'_>,
-) -> Result<Option<(String, &'static str)>, Box<ToolResult>> {
+) -> Result<Option<(String, String)>, Box<ToolResult>> {
     let Some(approver) = approver else {
         return Ok(None);
     };
@@ -178,6 +178,8 @@ async fn ask_approver(
                 Ok(None)
             }
         },
+        // Minted for the handle the human saw; verified against this call below.
+        ApprovalAnswer::ApprovedWith(token) => Ok(Some((token, source))),
         ApprovalAnswer::Declined => {
             journal.note(
                 Stage::Approve,

@@ -241,7 +241,7 @@ impl Console {
             Err((status, why)) => return refused(status, &why),
         };
         let caller = Caller::new(task.principal.clone(), task.tenant.clone());
-        let decision = (approve, Answerer::Operator);
+        let decision = (approve, Answerer::Operator(op.name.clone()));
         let tasks = self.shared.tasks.clone();
         match tasks
             .answer_waiting(&self.shared, &caller, &task, decision, None)
