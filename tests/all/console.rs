@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::mcp::{http_serve, HttpServer};
-use crate::mcp_tasks::{calls, config_serving, start, until, PATIENCE};
+use crate::mcp_tasks::request as mcp_request;
+use crate::mcp_tasks::{calls, config_serving, send, start, until, PATIENCE};
 
 pub(crate) const OPERATOR: &str = "operator-one-token";
 pub(crate) const OTHER_OPERATOR: &str = "operator-two-token";
@@ -367,11 +368,17 @@ fn decided_by(cfg: &std::path::Path, decision: &str) -> Vec<String> {
 }
 
 /// A tool only the operator approves (`approvers = "operator"`) waits for the console: its
-/// task is listed there though the client was never asked, approving runs it once and
-/// denying ends it `approval_denied`, each named as the operator's in the ledger.
+/// task is listed there though the client was never asked; a client that takes URL
+/// elicitation is pointed at the task's console page, and its answer to that changes nothing;
+/// approving runs it once and denying ends it `approval_denied`, each named as the operator's
+/// in the ledger.
 #[test]
 fn the_console_answers_for_a_tool_only_the_operator_approves() {
-    let (_dir, cfg) = config_serving("", &console_section());
+    let section = console_section().replace(
+        "[serve.console]\n",
+        "[serve.console]\nurl = \"https://approvals.example\"\n",
+    );
+    let (_dir, cfg) = config_serving("", &section);
     let text = std::fs::read_to_string(&cfg).unwrap();
     let text = text.replace(
         "approval = \"required\"\n",
@@ -391,6 +398,32 @@ fn the_console_answers_for_a_tool_only_the_operator_approves() {
             "{waiting}"
         );
     }
+    // A client that takes URL elicitation is sent to the console page of the task.
+    let mut asked = mcp_request(2, "tasks/get", json!({"taskId": approve}), true);
+    let caps = "/params/_meta/io.modelcontextprotocol~1clientCapabilities/elicitation";
+    *asked.pointer_mut(caps).unwrap() = json!({"form": {}, "url": {}});
+    let pointed = send(&host, "alice-token", &asked)["result"].clone();
+    assert_eq!(pointed["status"], "input_required", "{pointed}");
+    let question = &pointed["inputRequests"]["console"];
+    assert_eq!(question["method"], "elicitation/create", "{pointed}");
+    assert_eq!(question["params"]["mode"], "url", "{pointed}");
+    assert_eq!(
+        question["params"]["url"],
+        format!("https://approvals.example/console/task?id={approve}")
+    );
+    assert!(
+        pointed["inputRequests"].get("approval").is_none(),
+        "{pointed}"
+    );
+    // Its answer (the human opened the page) approves nothing.
+    let responses = json!({"console": {"action": "accept"}});
+    let params = json!({"taskId": approve, "inputResponses": responses});
+    let ack = send(
+        &host,
+        "alice-token",
+        &mcp_request(3, "tasks/update", params, true),
+    );
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
     let listed = get(&a, "/console", &one);
     assert!(
         listed.body.contains(&format!("id={approve}")),

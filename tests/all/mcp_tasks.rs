@@ -63,7 +63,7 @@ pub(crate) fn config_serving(ledger: &str, serve: &str) -> (tempfile::TempDir, P
 }
 
 /// A 2026-07-28 request that declares the tasks extension (or not), in alice's run `r1`.
-fn request(id: u64, method: &str, mut params: Value, tasks: bool) -> Value {
+pub(crate) fn request(id: u64, method: &str, mut params: Value, tasks: bool) -> Value {
     let mut caps = json!({"elicitation": {"form": {}}});
     if tasks {
         caps["extensions"] = json!({"io.modelcontextprotocol/tasks": {}});
@@ -78,7 +78,7 @@ fn request(id: u64, method: &str, mut params: Value, tasks: bool) -> Value {
 }
 
 /// `message` to `server` as `token`, with its routing headers: the JSON-RPC answer.
-fn send(server: &HttpServer, token: &str, message: &Value) -> Value {
+pub(crate) fn send(server: &HttpServer, token: &str, message: &Value) -> Value {
     let addr = server
         .url
         .trim_start_matches("http://")

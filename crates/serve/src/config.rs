@@ -395,7 +395,7 @@ fn valid_host(h: &str) -> bool {
 }
 
 /// An origin: `http` or `https`, `://`, a valid host, an optional port, nothing after.
-fn valid_origin(o: &str) -> bool {
+pub(crate) fn valid_origin(o: &str) -> bool {
     let Some((scheme, rest)) = o.split_once("://") else {
         return false;
     };

@@ -247,3 +247,8 @@ fn set_cookie(r: &mut Response<Body>, cookie: &str) {
         r.headers_mut().insert(SET_COOKIE, v);
     }
 }
+
+/// `value` as one query-string value of a console link.
+pub fn page_query(value: &str) -> String {
+    html::query(value)
+}

@@ -57,6 +57,9 @@ pub struct Shared {
     /// How long a 2026-07-28 client may keep a `tools/list` answer (`ttlMs`): the set changes
     /// only on a reload, which such a client sees at most this late.
     pub tools_list_ttl_ms: u64,
+    /// The approval console's origin as operators reach it (`[serve.console] url`), where a
+    /// task only the operator approves points a client that takes URL elicitation.
+    pub console_url: Option<Arc<str>>,
 }
 
 /// The MCP handler of one session.
@@ -245,7 +248,10 @@ impl ServerHandler for Session {
     ) -> Result<GetTaskResult, ErrorData> {
         let span = request_span("tasks/get", &cx, None);
         let (s, caller) = (&self.shared, span.in_scope(|| self.task_caller(&cx))?);
-        Box::pin(s.tasks.get(s, &caller, &request.task_id))
+        let url_elicitation = cx
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.as_ref().is_some_and(|e| e.url.is_some()));
+        Box::pin(s.tasks.get(s, &caller, &request.task_id, url_elicitation))
             .instrument(span)
             .await
     }

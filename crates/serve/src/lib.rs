@@ -92,6 +92,12 @@ impl Shared {
             tasks,
             listeners: Default::default(),
             tools_list_ttl_ms: config.tools_list_ttl_secs.saturating_mul(1000),
+            console_url: config
+                .console
+                .as_ref()
+                .filter(|c| !c.operators.is_empty())
+                .and_then(|c| c.url.as_deref())
+                .map(Arc::from),
         }
     }
 

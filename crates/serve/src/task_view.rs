@@ -23,7 +23,9 @@ pub const POLL_INTERVAL_MS: u64 = 500;
 ///   inlined as `tools/call` returns it (`isError` for a failure);
 /// - waiting for approval → `input_required`, the approval question as the input request
 ///   (`completed` with the `approval_required` result when only the operator approves the tool,
-///   `client_approves` false: the client is never asked); cancelled → `cancelled`;
+///   `client_approves` false: the client is never asked, unless `console` names the approval
+///   console's origin, whose page of the task is then the input request [`CONSOLE_INPUT`] in
+///   URL mode); cancelled → `cancelled`;
 /// - cancelled before it started → `cancelled`;
 /// - a trap, a host fault, an unknown outcome (a call cancelled after it started, whose effect
 ///   is unknown, among them), or a call its host lost before recording it → `failed`, with a
@@ -33,6 +35,7 @@ pub(super) fn detailed(
     seal: &StateSeal,
     caller: &Caller,
     (wrap, client_approves, risk): (bool, bool, Option<toolhost_contract::Risk>),
+    console: Option<&str>,
 ) -> DetailedTask {
     let base = Task::new(
         task.task_id.clone(),
@@ -51,7 +54,16 @@ pub(super) fn detailed(
             ),
         },
         TaskCall::Finished(result) => {
-            finished(task, result, seal, caller, (wrap, client_approves, risk))
+            let waits = task.open && task.cancel_requested_at_ms.is_none();
+            let pointed = console
+                .filter(|_| {
+                    waits && !client_approves && result.code == Some(Code::ApprovalRequired)
+                })
+                .and_then(|origin| console_request(origin, task));
+            match pointed {
+                Some(input_requests) => TaskPayload::InputRequired { input_requests },
+                None => finished(task, result, seal, caller, (wrap, client_approves, risk)),
+            }
         }
     };
     DetailedTask::new(base, payload)
@@ -112,6 +124,34 @@ fn finished(
             }
         }
     }
+}
+
+/// The key of the input request that points a client's human at the approval console. It is
+/// not [`super::mrtr::APPROVAL_INPUT`]: the client's answer to it (that its human opened the
+/// page) approves nothing, and `tasks/update` passes over it.
+pub const CONSOLE_INPUT: &str = "console";
+
+/// A URL-mode `elicitation/create` that sends the client's human to the console page of
+/// `task`, where an operator approves or denies it.
+fn console_request(origin: &str, task: &TaskRecord) -> Option<rmcp::model::InputRequests> {
+    let page = format!(
+        "{}/console/task?id={}",
+        origin.trim_end_matches('/'),
+        super::console::page_query(&task.task_id)
+    );
+    let message = format!(
+        "Only an operator approves {}: an operator signs in to the approval console to see \
+         this call and approve or deny it.",
+        toolhost_contract::for_human(&task.tool)
+    );
+    let question: rmcp::model::InputRequest = serde_json::from_value(json!({
+        "method": "elicitation/create",
+        "params": {"mode": "url", "message": message, "url": page, "elicitationId": task.task_id},
+    }))
+    .ok()?;
+    let mut requests = rmcp::model::InputRequests::new();
+    requests.insert(CONSOLE_INPUT.to_string(), question);
+    Some(requests)
 }
 
 /// A task's stored arguments in the canonical form its approval binds, if the row keeps them

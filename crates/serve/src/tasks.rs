@@ -283,12 +283,15 @@ impl Tasks {
         });
     }
 
-    /// `tasks/get`: the task as `caller` may see it, from the ledger.
+    /// `tasks/get`: the task as `caller` may see it, from the ledger. A task only the
+    /// operator approves points a client that takes URL elicitation (`url_elicitation`) at its
+    /// console page, when the console's address is configured.
     pub async fn get(
         &self,
         shared: &Shared,
         caller: &Caller,
         task_id: &str,
+        url_elicitation: bool,
     ) -> Result<GetTaskResult, ErrorData> {
         let (runtime, seal) = (&shared.runtime, &shared.seal);
         let task = self.find(runtime, caller, task_id).await?;
@@ -297,11 +300,16 @@ impl Tasks {
         let wrap = wraps_output(tool);
         let risk = tool.map(|t| t.risk);
         let client_approves = !runtime.approvals().operator_only_by_name(&task.tool);
+        let console = shared
+            .console_url
+            .as_deref()
+            .filter(|_| url_elicitation && !client_approves);
         Ok(GetTaskResult::new(detailed(
             &task,
             seal,
             caller,
             (wrap, client_approves, risk),
+            console,
         )))
     }
 

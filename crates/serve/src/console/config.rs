@@ -4,6 +4,7 @@
 //! ```toml
 //! [serve.console]
 //! session_idle_secs = 900             # a session unused this long signs out (default 900)
+//! url = "https://approvals.example"   # where operators' browsers reach it (default: unset)
 //!
 //! [[serve.console.operator]]
 //! name = "ops-alice"                  # shown on every page and in the log of each decision
@@ -27,6 +28,12 @@ pub struct ConsoleConfig {
     /// Seconds a session may go unused before it signs out. From 60 to 86400; default 900.
     #[serde(default = "default_session_idle")]
     pub session_idle_secs: u64,
+    /// The console's origin as operators' browsers reach it (`https://approvals.example`).
+    /// With it, a 2026-07-28 client that takes URL elicitation is pointed, for a task only the
+    /// operator approves, at that task's page (`tasks/get`: `input_required`, key `console`).
+    /// Default: unset, and such a task shows `approval_required`.
+    #[serde(default)]
+    pub url: Option<String>,
     /// The private key receipts are signed with: the data directory's `receipt.key`, set by
     /// the command that serves (not read from the file).
     #[serde(skip)]
@@ -65,6 +72,17 @@ impl ConsoleConfig {
             problems.push(ConfigProblem::new(
                 "serve.console.session_idle_secs",
                 "must be from 60 to 86400 seconds: an unused session signs out after it",
+            ));
+        }
+        if self
+            .url
+            .as_deref()
+            .is_some_and(|u| !crate::config::valid_origin(u))
+        {
+            problems.push(ConfigProblem::new(
+                "serve.console.url",
+                "is not an origin; write scheme://host[:port] with no path, like \
+                 \"https://approvals.example\"",
             ));
         }
         for (i, o) in self.operators.iter().enumerate() {
@@ -148,7 +166,7 @@ mod tests {
         assert_eq!(problems[0].key, "serve.console.operator");
         let h = hash("t");
         let c = parse(&format!(
-            "session_idle_secs = 5\n\
+            "session_idle_secs = 5\nurl = \"https://a.example/console\"\n\
              [[operator]]\nname = \"a\"\nsha256 = \"{h}\"\n\
              [[operator]]\nname = \"a\"\nsha256 = \"{h}\"\n\
              [[operator]]\nname = \" \"\nsha256 = \"{}\"\n",
@@ -163,6 +181,7 @@ mod tests {
             keys,
             [
                 "serve.console.session_idle_secs",
+                "serve.console.url",
                 "serve.console.operator[1].name",
                 "serve.console.operator[1].sha256",
                 "serve.console.operator[2].name",
