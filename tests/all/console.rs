@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 
 use crate::mcp::{http_serve, HttpServer};
 use crate::mcp_tasks::request as mcp_request;
-use crate::mcp_tasks::{calls, config_serving, send, start, until, PATIENCE};
+use crate::mcp_tasks::{
+    calls, config_serving, deletes_run, operator_only, send, start, until, PATIENCE,
+};
 
 pub(crate) const OPERATOR: &str = "operator-one-token";
 pub(crate) const OTHER_OPERATOR: &str = "operator-two-token";
@@ -289,12 +291,7 @@ fn the_console_refuses_what_it_must() {
     assert_eq!(foreign.status, 403);
     let unsigned = post(&a, "/console/task", "", &approve_one);
     assert_eq!(unsigned.status, 401);
-    let ran = || {
-        calls(&cfg)
-            .into_iter()
-            .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
-            .count()
-    };
+    let ran = || deletes_run(&cfg);
     assert_eq!(ran(), 0);
     assert_eq!(
         until(&host, &task, "input_required", PATIENCE)["status"],
@@ -379,12 +376,7 @@ fn the_console_answers_for_a_tool_only_the_operator_approves() {
         "[serve.console]\nurl = \"https://approvals.example\"\n",
     );
     let (_dir, cfg) = config_serving("", &section);
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    let text = text.replace(
-        "approval = \"required\"\n",
-        "approval = \"required\"\napprovers = \"operator\"\n",
-    );
-    std::fs::write(&cfg, text).unwrap();
+    operator_only(&cfg);
     let host = http_serve(&cfg);
     let a = addr(&host);
     let one = sign_in(&a, OPERATOR);
@@ -451,11 +443,7 @@ fn the_console_answers_for_a_tool_only_the_operator_approves() {
         assert!(std::time::Instant::now() < deadline, "{:?}", calls(&cfg));
         std::thread::sleep(Duration::from_millis(100));
     }
-    let ran: Vec<Value> = calls(&cfg)
-        .into_iter()
-        .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
-        .collect();
-    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(deletes_run(&cfg), 1, "{:?}", calls(&cfg));
     assert_eq!(
         decided_by(&cfg, "approved"),
         ["the approval console (operator ops-one)"]
@@ -528,11 +516,7 @@ fn pg_a_task_waiting_on_one_host_is_approved_in_anothers_console() {
         "{done}"
     );
     until(&second, &task, "completed", PATIENCE);
-    let ran = calls(&cfg)
-        .into_iter()
-        .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
-        .count();
-    assert_eq!(ran, 1);
+    assert_eq!(deletes_run(&cfg), 1);
     assert_eq!(
         decided_by(&cfg, "approved"),
         ["the approval console (operator ops-one)"]

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::console::{console_section, hostile_filename, OPERATOR};
 use crate::mcp::http_serve;
-use crate::mcp_tasks::{calls, config_serving, start, until, PATIENCE};
+use crate::mcp_tasks::{config_serving, deletes_run, start, until, PATIENCE};
 use crate::support::repo;
 
 /// A page of another origin that posts an approval of `task` to `target` as it loads, served
@@ -137,10 +137,6 @@ fn an_operator_approves_and_denies_in_chromium() {
     assert_eq!(seen["deniedCode"], "approval_denied", "{seen}");
     assert_eq!(seen["waitingAfter"], 0, "{seen}");
     assert_eq!(seen["cspViolations"], 0, "{seen}");
-    let ran = calls(&cfg)
-        .into_iter()
-        .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
-        .count();
-    assert_eq!(ran, 1, "the approved call ran once");
+    assert_eq!(deletes_run(&cfg), 1, "the approved call ran once");
     assert!(shot.exists(), "the screenshot was taken");
 }

@@ -643,12 +643,7 @@ fn a_task_waits_for_approval_and_runs_once_approved() {
 #[test]
 fn an_operator_tool_is_never_approved_by_the_client() {
     let (_dir, cfg) = config("");
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    let text = text.replace(
-        "approval = \"required\"\n",
-        "approval = \"required\"\napprovers = \"operator\"\n",
-    );
-    std::fs::write(&cfg, text).unwrap();
+    operator_only(&cfg);
     let host = http_serve(&cfg);
     let task = start(&host, "confirm_delete", json!({"filename": "a.txt"}));
     let waiting = until(&host, &task, "completed", PATIENCE);
@@ -675,6 +670,24 @@ fn an_operator_tool_is_never_approved_by_the_client() {
         .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
         .count();
     assert_eq!(ran, 0);
+}
+
+/// Make `confirm_delete` in the config at `cfg` a tool only the operator approves.
+pub(crate) fn operator_only(cfg: &std::path::Path) {
+    let text = std::fs::read_to_string(cfg).unwrap();
+    let text = text.replace(
+        "approval = \"required\"\n",
+        "approval = \"required\"\napprovers = \"operator\"\n",
+    );
+    std::fs::write(cfg, text).unwrap();
+}
+
+/// How many calls of `confirm_delete` in alice's run `r1` completed: how often it ran.
+pub(crate) fn deletes_run(cfg: &std::path::Path) -> usize {
+    calls(cfg)
+        .into_iter()
+        .filter(|c| c["tool"] == "confirm_delete" && c["status"] == "completed")
+        .count()
 }
 
 /// `tools/call` of `tool` with `arguments`, the call named `name` in alice's run, with the

@@ -1,4 +1,6 @@
-//! `tasks/update`: the answer to a task that waits for approval, checked as a `tools/call` is.
+//! The answer to a task that waits for approval: a client's `tasks/update`, checked as a
+//! `tools/call` is, and an operator's decision in the console (`console.rs`), through one
+//! path ([`Tasks::answer_waiting`]).
 
 use std::sync::Arc;
 
