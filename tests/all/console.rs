@@ -342,6 +342,11 @@ fn the_console_refuses_what_it_must() {
     // Signed out, the session opens nothing.
     let out = post(&a, "/console/sign-out", &one, &[("csrf", &csrf_one)]);
     assert_eq!(out.status, 303);
+    let cleared = out.header("set-cookie").unwrap();
+    assert!(
+        cleared.contains("Path=/console") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
     assert_eq!(get(&a, "/console", &one).status, 401);
     assert_eq!(get(&a, "/console", &two).status, 200);
 }
@@ -452,6 +457,36 @@ fn the_console_answers_for_a_tool_only_the_operator_approves() {
         decided_by(&cfg, "approval_denied"),
         ["the approval console (operator ops-one)"]
     );
+}
+
+/// A form past 4 KiB is refused (413) before it is read whole, and one that does not arrive
+/// within 10 s is refused (408); the console keeps serving.
+#[test]
+fn large_and_slow_forms_are_refused() {
+    let (_dir, cfg) = config_serving("", &console_section());
+    let host = http_serve(&cfg);
+    let a = addr(&host);
+    let big = "x".repeat(5000);
+    let refused = post(&a, "/console/sign-in", "", &[("token", &big)]);
+    assert_eq!(refused.status, 413, "{}", refused.body);
+    // Headers promise 100 bytes; none come.
+    let mut s = TcpStream::connect(&a).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let head = format!(
+        "POST /console/sign-in HTTP/1.1\r\nHost: {a}\r\nOrigin: http://{a}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = String::new();
+    let _ = s.take(4096).read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+    sign_in(&a, OPERATOR);
 }
 
 /// A config whose operator signs in with a caller's token, or that names no operator, is

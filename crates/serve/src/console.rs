@@ -5,9 +5,10 @@
 //! What waits is read from the ledger (tasks whose call ended `approval_required`), so on
 //! PostgreSQL every host's console shows every host's waiting calls. Approving mints the same
 //! single-use token, bound to the call's digest, that `toolhost approve` prints, and runs the
-//! approved call through the whole pipeline as the task's caller, exactly as an approving
-//! `tasks/update` does (`task_update.rs`); denying ends it `approval_denied`. The operator
-//! approves tools only the operator may approve (`approvers = "operator"`) too.
+//! approved call through the whole pipeline as the task's caller, on the path an approving
+//! `tasks/update` takes (`task_update.rs`); denying ends it `approval_denied`. The ledger's
+//! decision names the operator. The operator approves tools only the operator may approve
+//! (`approvers = "operator"`) too.
 //!
 //! The console is served under [`CONSOLE_PATH`] only when `[serve.console]` names operators.
 //! Every request passes, in order: the `Host` allowlist (403); for a form post, an `Origin`
@@ -146,7 +147,11 @@ impl Console {
                     self.sessions.close(c);
                 }
                 let mut r = see_other(CONSOLE_PATH);
-                set_cookie(&mut r, &format!("{}=; Max-Age=0", sessions::COOKIE));
+                let cleared = format!(
+                    "{}=; Path={CONSOLE_PATH}; Max-Age=0; HttpOnly; SameSite=Strict",
+                    sessions::COOKIE
+                );
+                set_cookie(&mut r, &cleared);
                 r
             }
             "/console/task" => self.decide(&operator, &form).await,

@@ -34,7 +34,7 @@ impl Console {
         };
         let field = |k: &str| q.get(k).map(String::as_str).unwrap_or("");
         let shown = match path {
-            "/console" | "/console/" => self.waiting(&signed).await,
+            "/console" | "/console/" => self.waiting().await,
             "/console/task" => self.task(&signed, field("id")).await,
             "/console/run" => self.run(field("id")).await,
             "/console/receipt" => self.receipt(field("run"), field("call")).await,
@@ -54,7 +54,7 @@ impl Console {
     }
 
     /// The calls waiting for approval.
-    async fn waiting(&self, _signed: &Signed<'_>) -> Shown {
+    async fn waiting(&self) -> Shown {
         let rt = self.shared.runtime.clone();
         let tasks = blocking(move || rt.tasks().waiting(MAX_LISTED))
             .await
@@ -184,7 +184,7 @@ impl Console {
                 "no call of this run is recorded".into(),
             ));
         }
-        let skipped = calls.len().saturating_sub(MAX_TIMELINE_CALLS);
+        let (shown_calls, skipped) = newest(&calls, MAX_TIMELINE_CALLS);
         let mut body = format!("<h1>Run {}</h1>", shown(id));
         if skipped > 0 {
             let _ = write!(
@@ -193,7 +193,7 @@ impl Console {
             );
         }
         body.push_str("<ol id=\"calls\">");
-        for c in &calls[skipped..] {
+        for c in shown_calls {
             body.push_str(&timeline_entry(c));
         }
         body.push_str("</ol>");
@@ -291,6 +291,12 @@ impl Console {
             .get(tool)
             .map_or("unknown".to_string(), |t| t.risk.as_str().to_string())
     }
+}
+
+/// The newest `max` of `all` (in order), and how many older ones were left out.
+fn newest<T>(all: &[T], max: usize) -> (&[T], usize) {
+    let skipped = all.len().saturating_sub(max);
+    (&all[skipped..], skipped)
 }
 
 /// A page's title and body, or why it is not shown.
@@ -392,4 +398,19 @@ fn timeline_entry(c: &CallRecord) -> String {
     }
     out.push_str("</tbody></table></li>");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A timeline keeps the newest calls up to its bound and says how many it left out.
+    #[test]
+    fn a_timeline_keeps_the_newest_calls() {
+        let calls: Vec<u32> = (0..250).collect();
+        let (kept, skipped) = newest(&calls, MAX_TIMELINE_CALLS);
+        assert_eq!((kept.len(), skipped), (200, 50));
+        assert_eq!(kept[0], 50);
+        assert_eq!(newest(&calls[..3], MAX_TIMELINE_CALLS), (&calls[..3], 0));
+    }
 }
