@@ -156,6 +156,13 @@ fn csrf_of(addr: &str, cookie: &str) -> String {
     page.body[at..at + 64].to_string()
 }
 
+/// The approval digest the console page of `task` shows (its forms carry it).
+fn digest_of(addr: &str, cookie: &str, task: &str) -> String {
+    let page = get(addr, &format!("/console/task?id={task}"), cookie);
+    let at = page.body.find("name=\"digest\" value=\"").expect("a form") + 21;
+    page.body[at..at + 64].to_string()
+}
+
 /// The console refuses a caller's MCP token (as a sign-in and as a bearer), a foreign or
 /// missing `Origin`, a foreign `Host`, a form without this session's CSRF token (none, or
 /// another operator's), and a replayed decision; every page carries the strict headers;
@@ -269,16 +276,24 @@ fn the_console_refuses_what_it_must() {
     let csrf_one = csrf_of(&a, &one);
     let csrf_two = csrf_of(&a, &two);
     assert_ne!(csrf_one, csrf_two);
+    let digest = digest_of(&a, &one, &task);
     let approve_one = [
         ("id", task.as_str()),
         ("decision", "approve"),
         ("csrf", &csrf_one),
+        ("digest", &digest),
     ];
     let approve_two = [
         ("id", task.as_str()),
         ("decision", "approve"),
         ("csrf", &csrf_two),
+        ("digest", &digest),
     ];
+    // A form for another approval than the one shown changes nothing either.
+    let other = "0".repeat(64);
+    let mut elsewhere = approve_one;
+    elsewhere[3] = ("digest", &other);
+    assert_eq!(post(&a, "/console/task", &one, &elsewhere).status, 409);
     let none = post(
         &a,
         "/console/task",
@@ -316,10 +331,12 @@ fn the_console_refuses_what_it_must() {
     // Denied: it ends approval_denied and runs nothing.
     let denied = start(&host, "confirm_delete", json!({"filename": "b.txt"}));
     until(&host, &denied, "input_required", PATIENCE);
+    let digest = digest_of(&a, &two, &denied);
     let deny = [
         ("id", denied.as_str()),
         ("decision", "deny"),
         ("csrf", csrf_two.as_str()),
+        ("digest", &digest),
     ];
     assert_eq!(post(&a, "/console/task", &two, &deny).status, 303);
     let done = until(&host, &denied, "completed", PATIENCE);
@@ -433,10 +450,12 @@ fn the_console_answers_for_a_tool_only_the_operator_approves() {
         listed.body
     );
     let form = |task: &str, decision: &str| {
+        let digest = digest_of(&a, &one, task);
         let fields = [
             ("id", task),
             ("decision", decision),
             ("csrf", csrf.as_str()),
+            ("digest", &digest),
         ];
         post(&a, "/console/task", &one, &fields).status
     };
@@ -529,10 +548,12 @@ fn pg_a_task_waiting_on_one_host_is_approved_in_anothers_console() {
         listed.body
     );
     let csrf = csrf_of(&there, &one);
+    let digest = digest_of(&there, &one, &task);
     let approve = [
         ("id", task.as_str()),
         ("decision", "approve"),
         ("csrf", &csrf),
+        ("digest", &digest),
     ];
     assert_eq!(post(&there, "/console/task", &one, &approve).status, 303);
     let here = addr(&first);

@@ -15,6 +15,7 @@ use crate::tasks::blocking;
 use hyper::Response;
 use toolhost_contract::{Caller, Pending};
 use toolhost_runtime::evidence::CallRecord;
+use toolhost_runtime::parse_handle;
 use toolhost_runtime::tasks::{TaskCall, TaskRecord};
 
 /// Waiting calls listed on the first page, oldest first.
@@ -109,8 +110,7 @@ impl Console {
             .unwrap_or_default();
         match (waiting_approval(&task), canonical_arguments(&task)) {
             (Some(approval), Some(arguments)) => {
-                let (digest, expires_at) =
-                    toolhost_runtime::parse_handle(&approval.handle).unwrap_or_default();
+                let (digest, expires_at) = parse_handle(&approval.handle).unwrap_or_default();
                 let caller = Caller::new(task.principal.clone(), task.tenant.clone());
                 let pending = Pending {
                     tool: &task.tool,
@@ -139,10 +139,12 @@ impl Console {
                     format!(
                         "<form method=\"post\" action=\"/console/task\">{}\
                          <input type=\"hidden\" name=\"id\" value=\"{}\">\
+                         <input type=\"hidden\" name=\"digest\" value=\"{}\">\
                          <input type=\"hidden\" name=\"decision\" value=\"{decision}\">\
                          <button type=\"submit\" class=\"{class}\">{label}</button></form>",
                         html::csrf_field(signed.csrf),
-                        text(&task.task_id)
+                        text(&task.task_id),
+                        text(&digest)
                     )
                 };
                 let _ = write!(
@@ -240,6 +242,16 @@ impl Console {
             Ok(t) => t,
             Err((status, why)) => return refused(status, &why),
         };
+        // The decision is for the approval the operator was shown, and no other.
+        let seen = form.get("digest").map(String::as_str).unwrap_or("");
+        let waiting = waiting_approval(&task).and_then(|a| parse_handle(&a.handle).ok());
+        if waiting.is_some_and(|(digest, _)| digest != seen) {
+            return refused(
+                StatusCode::CONFLICT,
+                "this form is for another approval than the one this call waits for; \
+                 nothing was done",
+            );
+        }
         let caller = Caller::new(task.principal.clone(), task.tenant.clone());
         let decision = (approve, Answerer::Operator(op.name.clone()));
         let tasks = self.shared.tasks.clone();
