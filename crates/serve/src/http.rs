@@ -1,7 +1,8 @@
 //! MCP over Streamable HTTP: a hyper HTTP/1.1 listener in front of rmcp's service.
 //!
 //! Before any MCP processing a request must pass, in order: the connection cap (at most
-//! [`super::pending::MAX_UNAUTHENTICATED`] of them not yet authenticated), the path (`/mcp`),
+//! [`super::pending::MAX_UNAUTHENTICATED`] of them not yet authenticated), the path (`/mcp`;
+//! `/console` and below go to the approval console, with checks of its own: `console.rs`),
 //! when tokens are configured a bearer token whose hash is in the config (401 otherwise), the
 //! caller's bounds at the door (`http/door.rs`: rate, requests in flight, and open connections,
 //! charged to the first principal a request on the connection authenticated as; 429), and
