@@ -25,7 +25,7 @@ const BOUNDS: &[(&str, &str, Limit)] = &[
     (
         "pipeline_interleaved",
         "floor_interleaved",
-        Limit::Ratio(4.5),
+        Limit::Ratio(5.0),
     ),
     (
         "pipeline_no_ledger_interleaved",
