@@ -118,13 +118,7 @@ pub(super) fn of_run(
         "{TASK_SELECT} {TASK_JOINS} WHERE t.run_id = ?1 AND t.expires_at_ms > ?2
          ORDER BY t.created_at_ms, t.task_id"
     );
-    let mut stmt = conn.prepare_cached(&sql).db()?;
-    let mut rows = stmt.query(params![run_id, now]).db()?;
-    let mut tasks = Vec::new();
-    while let Some(row) = rows.next().db()? {
-        tasks.push(task_of(row, lease)?);
-    }
-    Ok(tasks)
+    tasks_of(conn, lease, &sql, params![run_id, now])
 }
 
 /// At most `limit` tasks that wait for approval, oldest first: open, not cancelled nor
@@ -144,8 +138,18 @@ pub(super) fn waiting(
            AND t.expires_at_ms > ?1
          ORDER BY t.created_at_ms, t.task_id LIMIT ?2"
     );
-    let mut stmt = conn.prepare_cached(&sql).db()?;
-    let mut rows = stmt.query(params![now, limit]).db()?;
+    tasks_of(conn, lease, &sql, params![now, limit])
+}
+
+/// Every task `sql` (a [`TASK_SELECT`]) reads with `values`, in its order.
+fn tasks_of(
+    conn: &Connection,
+    lease: &Lease,
+    sql: &str,
+    values: impl rusqlite::Params,
+) -> Result<Vec<TaskRecord>, LedgerError> {
+    let mut stmt = conn.prepare_cached(sql).db()?;
+    let mut rows = stmt.query(values).db()?;
     let mut tasks = Vec::new();
     while let Some(row) = rows.next().db()? {
         tasks.push(task_of(row, lease)?);

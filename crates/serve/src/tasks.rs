@@ -300,10 +300,7 @@ impl Tasks {
         let wrap = wraps_output(tool);
         let risk = tool.map(|t| t.risk);
         let client_approves = !runtime.approvals().operator_only_by_name(&task.tool);
-        let console = shared
-            .console_url
-            .as_deref()
-            .filter(|_| url_elicitation && !client_approves);
+        let console = shared.console_url.as_deref().filter(|_| url_elicitation);
         Ok(GetTaskResult::new(detailed(
             &task,
             seal,

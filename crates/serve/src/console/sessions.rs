@@ -99,14 +99,17 @@ impl Sessions {
     pub fn find(&self, cookie: &str, now: Instant) -> Option<Operator> {
         let mut held = self.held();
         let k = key(cookie);
-        let live = held.get(&k).is_some_and(|s| self.live(s, now));
-        if !live {
-            held.remove(&k);
-            return None;
+        match held.get_mut(&k) {
+            Some(s) if self.live(s, now) => {
+                s.used = now;
+                Some(s.operator.clone())
+            }
+            Some(_) => {
+                held.remove(&k);
+                None
+            }
+            None => None,
         }
-        let s = held.get_mut(&k)?;
-        s.used = now;
-        Some(s.operator.clone())
     }
 
     /// End the session `cookie` names.

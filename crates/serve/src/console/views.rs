@@ -99,11 +99,10 @@ impl Console {
     async fn task(&self, signed: &Signed<'_>, id: &str) -> Shown {
         let task = self.find(id).await?;
         let mut body = String::new();
-        let description = self
-            .shared
-            .runtime
-            .registry()
-            .get(&task.tool)
+        let registry = self.shared.runtime.registry();
+        let served = registry.get(&task.tool);
+        let description = served
+            .as_ref()
             .map(|t| {
                 toolhost_contract::frame::unescape(&t.description).unwrap_or(t.description.clone())
             })
@@ -114,12 +113,7 @@ impl Console {
                 let caller = Caller::new(task.principal.clone(), task.tenant.clone());
                 let pending = Pending {
                     tool: &task.tool,
-                    risk: self
-                        .shared
-                        .runtime
-                        .registry()
-                        .get(&task.tool)
-                        .map(|t| t.risk),
+                    risk: served.as_ref().map(|t| t.risk),
                     canonical_arguments: &arguments,
                     caller: Some(&caller),
                     run_id: &task.run_id,
@@ -224,7 +218,7 @@ impl Console {
              <code>toolhost receipt verify</code>.</p><h2>What it says</h2>\
              <pre id=\"statement\">{}</pre><h2>The signed envelope</h2><pre id=\"envelope\">{}</pre>",
             shown(call),
-            text(&for_display(&pretty(&statement))),
+            shown(&pretty(&statement)),
             text(&pretty(&sealed)),
         );
         Ok(("Receipt".into(), body))
@@ -321,14 +315,6 @@ fn unreadable<E>(_: E) -> (StatusCode, String) {
     )
 }
 
-/// Untrusted text made visible, line breaks kept (for a preformatted block).
-fn for_display(s: &str) -> String {
-    s.lines()
-        .map(toolhost_contract::for_human)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// What a task's call is now: running, lost, or its result (the output shown as text).
 fn call_state(task: &TaskRecord) -> String {
     let mut out = format!("<p>call <code>{}</code>: ", shown(&task.call_id));
@@ -336,8 +322,7 @@ fn call_state(task: &TaskRecord) -> String {
         TaskCall::Running => out.push_str("<b id=\"state\">running</b></p>"),
         TaskCall::Lost => out.push_str("<b id=\"state\">lost</b> (its host stopped)</p>"),
         TaskCall::Finished(r) => {
-            let status = serde_json::to_value(r.status).unwrap_or_default();
-            let status = status.as_str().unwrap_or("");
+            let status = r.status.as_str();
             let _ = write!(
                 out,
                 "<b id=\"state\" class=\"status-{status}\">{status}</b>{}</p>",
@@ -350,7 +335,7 @@ fn call_state(task: &TaskRecord) -> String {
                 let _ = write!(
                     out,
                     "<h2>Output</h2><pre id=\"output\">{}</pre>",
-                    text(&for_display(&pretty))
+                    shown(&pretty)
                 );
             } else {
                 let _ = write!(out, "<p>{}</p>", shown(&r.message));
@@ -368,16 +353,7 @@ fn call_state(task: &TaskRecord) -> String {
 
 /// One call of a timeline: when, what, how it ended, every decision on its way.
 fn timeline_entry(c: &CallRecord) -> String {
-    let status = c
-        .status
-        .map(|s| {
-            serde_json::to_value(s)
-                .unwrap_or_default()
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        })
-        .unwrap_or_else(|| "open".to_string());
+    let status = c.status.map_or("open", |s| s.as_str());
     let code = c
         .code
         .map(|c| format!(" <code>{}</code>", c.as_str()))
